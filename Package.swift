@@ -1,0 +1,40 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "swift-multipeer",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "MultipeerIO", targets: ["MultipeerIO"]),
+        .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
+        .executable(name: "multipeer", targets: ["multipeer"]),
+        .executable(name: "multipeer-bench", targets: ["MultipeerBenchmarks"]),
+        .executable(name: "mdns-fuzz", targets: ["MDNSFuzz"]),
+    ],
+    targets: [
+        .target(name: "MultipeerIO", swiftSettings: strict),
+        .target(name: "MulticastDNS", dependencies: ["MultipeerIO"], swiftSettings: strict),
+        .executableTarget(
+            name: "multipeer", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
+        // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
+        .target(name: "NetLab", swiftSettings: strict),
+        .executableTarget(
+            name: "MultipeerBenchmarks", dependencies: ["NetLab", "MulticastDNS", "MultipeerIO"],
+            swiftSettings: strict),
+        // libFuzzer entry point; built only by scripts/fuzz.sh with -sanitize=fuzzer.
+        .executableTarget(
+            name: "MDNSFuzz", dependencies: ["MulticastDNS"],
+            swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]),
+        .testTarget(name: "MultipeerIOTests", dependencies: ["MultipeerIO"], swiftSettings: strict),
+        .testTarget(
+            name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
+        .testTarget(
+            name: "EndToEndTests", dependencies: ["NetLab", "multipeer", "MulticastDNS"],
+            swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,1 @@
+@main struct MDNSFuzzMain { static func main() {} }

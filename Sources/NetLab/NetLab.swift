@@ -1,0 +1,2 @@
+/// Network-namespace test lab (see NetLab.swift when written).
+public enum NetLabPlaceholder {}

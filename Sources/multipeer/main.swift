@@ -1,0 +1,1 @@
+print("multipeer: not built yet")
