@@ -1,0 +1,77 @@
+import MultipeerIO
+
+/// The browser's cache of received records, indexed by owner name so that resolving one instance looks
+/// only at that instance's records.
+struct RecordCache {
+    struct Key: Hashable {
+        var link: MulticastLink
+        /// The record with TTL 0 and the cache-flush bit clear, so equal data gives equal keys.
+        var record: DNSResourceRecord
+    }
+
+    struct Entry {
+        var record: DNSResourceRecord
+        var receivedAt: IOInstant
+        var expiresAt: IOInstant
+        /// Refresh points still to come.
+        var refreshAt: [IOInstant]
+        /// Kept only for the goodbye grace period; not used for answers.
+        var dead: Bool
+    }
+
+    private var byName: [DNSName: [Key: Entry]] = [:]
+    private(set) var count = 0
+
+    static func key(_ record: DNSResourceRecord, on link: MulticastLink) -> Key {
+        Key(link: link, record: DNSResourceRecord(name: record.name, ttl: 0, recordClass: record.recordClass, data: record.data))
+    }
+
+    subscript(key: Key) -> Entry? {
+        get { byName[key.record.name]?[key] }
+        set {
+            let old = byName[key.record.name]?[key]
+            if newValue == nil {
+                guard old != nil else { return }
+                byName[key.record.name]![key] = nil
+                if byName[key.record.name]!.isEmpty { byName[key.record.name] = nil }
+                count -= 1
+            } else {
+                byName[key.record.name, default: [:]][key] = newValue
+                if old == nil { count += 1 }
+            }
+        }
+    }
+
+    /// Every record owned by `name`.
+    func entries(named name: DNSName) -> [Key: Entry] { byName[name] ?? [:] }
+
+    /// Every owner name.
+    var names: Dictionary<DNSName, [Key: Entry]>.Keys { byName.keys }
+
+    /// Every entry; costs a pass over the whole cache.
+    var all: [(key: Key, value: Entry)] { byName.values.flatMap { $0.map { (key: $0.key, value: $0.value) } } }
+
+    /// Live records of `type` owned by `name`, newest first.
+    func live(_ type: DNSRecordType, named name: DNSName) -> [(link: MulticastLink, entry: Entry)] {
+        (byName[name] ?? [:]).filter { $0.key.record.type == type && !$0.value.dead }
+            .map { (link: $0.key.link, entry: $0.value) }
+            .sorted { $0.entry.receivedAt > $1.entry.receivedAt }
+    }
+
+    mutating func removeAll(where shouldRemove: (Key, Entry) -> Bool) {
+        for (name, entries) in byName {
+            let kept = entries.filter { !shouldRemove($0.key, $0.value) }
+            count -= entries.count - kept.count
+            byName[name] = kept.isEmpty ? nil : kept
+        }
+    }
+
+    /// Marks a record unusable and schedules its deletion (goodbye, or flushed by a cache-flush record).
+    mutating func kill(_ key: Key, until: IOInstant) {
+        guard var entry = self[key] else { return }
+        entry.dead = true
+        entry.expiresAt = until
+        entry.refreshAt = []
+        self[key] = entry
+    }
+}
