@@ -55,7 +55,8 @@ extension SocketAddress {
 
     /// Reads a socket's local (`getsockname`) or peer (`getpeername`) address.
     static func query(
-        _ fd: Int32, _ name: String, _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32
+        _ fd: Int32, _ name: String,
+        _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32
     ) throws(SystemCallError) -> SocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)

@@ -9,7 +9,9 @@ import Testing
         #expect(IPv4Address(value: address.value) == address)
     }
 
-    @Test(arguments: ["", "1.2.3", "1.2.3.4.5", "256.0.0.1", "1.2.3.-4", "01234.1.1.1", "a.b.c.d", "1..2.3", " 1.2.3.4"])
+    @Test(arguments: [
+        "", "1.2.3", "1.2.3.4.5", "256.0.0.1", "1.2.3.-4", "01234.1.1.1", "a.b.c.d", "1..2.3", " 1.2.3.4",
+    ])
     func ipv4RejectsInvalid(_ text: String) {
         #expect(IPv4Address(text) == nil)
     }

@@ -1,6 +1,6 @@
 import Glibc
-import Synchronization
 import MultipeerIO
+import Synchronization
 import Testing
 
 @Suite struct TCPConnectionTests {
