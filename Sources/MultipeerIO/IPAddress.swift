@@ -129,8 +129,12 @@ public struct IPv6Address: Hashable, Sendable, Comparable, CustomStringConvertib
     /// ::1.
     public static let loopback = IPv6Address("::1")!
 
-    /// RFC 5952 canonical text: lowercase, longest run of two or more zero groups shortened to `::`.
+    /// RFC 5952 canonical text: lowercase, longest run of two or more zero groups shortened to `::`;
+    /// IPv4-mapped addresses in mixed notation (`::ffff:192.0.2.1`, RFC 5952 section 5).
     public var description: String {
+        if byteArray[0..<10].allSatisfy({ $0 == 0 }), byteArray[10] == 0xff, byteArray[11] == 0xff {
+            return "::ffff:\(byteArray[12]).\(byteArray[13]).\(byteArray[14]).\(byteArray[15])"
+        }
         var groups: [UInt16] = []
         for i in stride(from: 0, to: 16, by: 2) { groups.append(UInt16(byteArray[i]) << 8 | UInt16(byteArray[i + 1])) }
         var bestStart = -1

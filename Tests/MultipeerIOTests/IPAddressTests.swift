@@ -34,6 +34,8 @@ import Testing
     @Test func ipv4MappedParses() throws {
         let mapped = try #require(IPv6Address("::ffff:1.2.3.4"))
         #expect(mapped.byteArray == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 1, 2, 3, 4])
+        #expect(mapped.description == "::ffff:1.2.3.4")
+        #expect(IPv6Address("::ffff:102:304") == mapped)
         #expect(IPv6Address(mapped.description) == mapped)
     }
 

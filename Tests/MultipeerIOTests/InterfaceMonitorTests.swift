@@ -2,6 +2,26 @@ import MultipeerIO
 import Testing
 
 @Suite struct InterfaceMonitorTests {
+    @Test func firstReportListsEveryCurrentInterfaceAsAdded() async throws {
+        try await withLoop { loop in
+            let reports = Collector<InterfaceChanges>()
+            let snapshot = try await loop.submit {
+                let monitor = try InterfaceMonitor(loop: loop)
+                monitor.start { reports.append($0) }
+                defer {
+                    monitor.stop()
+                    monitor.stop()
+                }
+                return monitor.interfaces
+            }
+            let first = try #require(reports.values.first)
+            #expect(first.current == snapshot)
+            #expect(first.added == first.current)
+            #expect(first.removed.isEmpty && first.changed.isEmpty)
+            #expect(first.current.contains { $0.isLoopback })
+        }
+    }
+
     @Test(
         .enabled(if: NetworkNamespace.isAvailable, "needs root and iproute2 to create a private network namespace"))
     func reportsLinksAddedAndRemovedInANamespace() async throws {

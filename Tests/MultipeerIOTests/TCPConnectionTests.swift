@@ -111,11 +111,14 @@ import Testing
             #expect(await eventually(timeout: .seconds(30)) { serverReceived.withLock { $0 } == total })
             #expect(await eventually { writable.count == 1 })
             #expect(writable.values.first.map { $0 < 64 << 10 } == true)
-            try await loop.submit {
-                #expect(client.values[0].bufferedByteCount == 0)
-                client.values[0].close()
-                server.values[0].close()
+            let remaining = try await loop.submit {
+                defer {
+                    client.values[0].close()
+                    server.values[0].close()
+                }
+                return client.values[0].bufferedByteCount
             }
+            #expect(remaining == 0)
         }
     }
 
