@@ -56,10 +56,14 @@ public struct IPv4Address: Hashable, Sendable, Comparable, CustomStringConvertib
     /// 127.0.0.1.
     public static let loopback = IPv4Address(127, 0, 0, 1)
 
+    /// Dotted-quad text, such as `"192.0.2.1"`.
     public var description: String { "\(bytes.0).\(bytes.1).\(bytes.2).\(bytes.3)" }
 
+    /// Equal when all four bytes are equal.
     public static func == (l: IPv4Address, r: IPv4Address) -> Bool { l.value == r.value }
+    /// Numeric order of the 32-bit value.
     public static func < (l: IPv4Address, r: IPv4Address) -> Bool { l.value < r.value }
+    /// Hashes the 32-bit value.
     public func hash(into hasher: inout Hasher) { hasher.combine(value) }
 }
 
@@ -160,6 +164,7 @@ public struct IPv6Address: Hashable, Sendable, Comparable, CustomStringConvertib
         return hex(0..<bestStart) + "::" + hex((bestStart + bestLength)..<8)
     }
 
+    /// Lexicographic order of the sixteen bytes (numeric order).
     public static func < (l: IPv6Address, r: IPv6Address) -> Bool {
         l.byteArray.lexicographicallyPrecedes(r.byteArray)
     }
@@ -167,7 +172,9 @@ public struct IPv6Address: Hashable, Sendable, Comparable, CustomStringConvertib
 
 /// An IPv4 or IPv6 address.
 public enum IPAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// An IPv4 address.
     case v4(IPv4Address)
+    /// An IPv6 address.
     case v6(IPv6Address)
 
     /// Parses either family's text form.
@@ -181,6 +188,7 @@ public enum IPAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
         }
     }
 
+    /// The address's text form (dotted quad or RFC 5952).
     public var description: String {
         switch self {
         case .v4(let a): a.description
@@ -204,6 +212,7 @@ public enum IPAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
         }
     }
 
+    /// Numeric order within a family; every IPv4 address sorts before every IPv6 address.
     public static func < (l: IPAddress, r: IPAddress) -> Bool {
         switch (l, r) {
         case (.v4(let a), .v4(let b)): a < b

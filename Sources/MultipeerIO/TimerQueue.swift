@@ -1,6 +1,11 @@
 /// The loop's pending timers: a binary min-heap ordered by deadline, then by scheduling order.
 ///
-/// Cancelled timers are removed from `work` at once and skipped lazily when they reach the top of the heap.
+/// Cancelled timers are removed from `work` at once and skipped lazily when they reach the top of the heap; the
+/// heap is emptied whenever no live timer remains, so cancelled entries cannot pile up while the loop is idle.
+///
+/// No fixed limit: every timer belongs to an owner whose own state is bounded (one probe timer per record, one
+/// timeout per pending invitation, one keepalive per connection), so the count is bounded by those limits. A cap
+/// here could only refuse to schedule, which no caller could handle better.
 struct TimerQueue {
     private struct Entry {
         var deadline: IOInstant

@@ -168,12 +168,14 @@ public final class UDPSocket: @unchecked Sendable {
             }
         }
         var (storage, storageLength) = destination.storage()
-        var payload = bytes
         let fd = fd
-        let result = payload.withUnsafeMutableBytes { payloadBytes in
+        let result = bytes.withUnsafeBytes { payloadBytes in
             control.withUnsafeMutableBytes { controlBytes in
                 withUnsafeMutablePointer(to: &storage) { storagePointer in
-                    var vector = iovec(iov_base: payloadBytes.baseAddress, iov_len: payloadBytes.count)
+                    // sendmsg only reads the payload; iovec's pointer is mutable for readv's sake.
+                    var vector = iovec(
+                        iov_base: UnsafeMutableRawPointer(mutating: payloadBytes.baseAddress),
+                        iov_len: payloadBytes.count)
                     return withUnsafeMutablePointer(to: &vector) { vectorPointer in
                         var message = msghdr()
                         message.msg_name = UnsafeMutableRawPointer(storagePointer)
