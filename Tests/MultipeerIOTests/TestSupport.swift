@@ -56,7 +56,7 @@ struct NetworkNamespace {
         var description: String { "ip \(arguments.joined(separator: " ")) exited with \(status)" }
     }
 
-    /// Creates a namespace with loopback up, multicast-capable, and a multicast route through it.
+    /// Creates a namespace with loopback up, multicast-capable, and an IPv4 multicast route through it.
     static func create() throws -> NetworkNamespace {
         let name = "mpio-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try ip(["netns", "add", name])

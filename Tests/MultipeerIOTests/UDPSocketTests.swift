@@ -98,11 +98,11 @@ import Testing
 
     @Test(
         .enabled(if: NetworkNamespace.isAvailable, "needs root and iproute2 to create a private network namespace"))
-    func multicastLoopsBackInsideANamespace() async throws {
+    func ipv4MulticastLoopsBackOnLoopbackInsideANamespace() async throws {
         try await withNamespace { _, loop in
             let received = Collector<UDPDatagram>()
             let group = IPAddress.v4(.mdnsGroup)
-            let port = try await loop.submit { () -> UInt16 in
+            let (port, lo) = try await loop.submit { () -> (UInt16, UInt32) in
                 let lo = try loopbackIndex()
                 var options = UDPSocket.Options()
                 options.reuseAddress = true
@@ -113,15 +113,52 @@ import Testing
                 socket.setReceiveHandler { received.append($0) }
                 let port = try socket.localAddress().port
                 try socket.send(Array("mdns".utf8), to: SocketAddress(group, port: port), interfaceIndex: lo)
-                return port
+                return (port, lo)
             }
             #expect(await eventually { received.count >= 1 })
             let datagram = try #require(received.values.first)
             #expect(datagram.bytes == Array("mdns".utf8))
             #expect(datagram.destination == group)
             #expect(datagram.source.port == port)
-            let lo = try await loop.submit { try loopbackIndex() }
             #expect(datagram.interfaceIndex == lo)
+        }
+    }
+
+    /// Linux does not loop IPv6 multicast over `lo`, so this uses a veth pair inside the namespace: a datagram
+    /// sent on one end arrives twice, looped back on the sending interface and across the pair on the other.
+    @Test(
+        .enabled(if: NetworkNamespace.isAvailable, "needs root and iproute2 to create a private network namespace"))
+    func ipv6MulticastReportsTheArrivalInterfaceInsideANamespace() async throws {
+        try await withNamespace { namespace, loop in
+            try namespace.ip(["link", "add", "mv0", "type", "veth", "peer", "name", "mv1"])
+            for (name, address) in [("mv0", "fe80::1/64"), ("mv1", "fe80::2/64")] {
+                try namespace.ip(["link", "set", name, "up"])
+                try namespace.ip(["-6", "addr", "add", address, "dev", name, "nodad"])
+            }
+            let received = Collector<UDPDatagram>()
+            let group = IPAddress.v6(.mdnsGroup)
+            let (port, sending, receiving) = try await loop.submit { () -> (UInt16, UInt32, UInt32) in
+                let interfaces = try NetworkInterfaces.current()
+                let indices = ["mv0", "mv1"].compactMap { name in interfaces.first { $0.name == name }?.index }
+                guard indices.count == 2 else { throw SystemCallError(call: "if_nametoindex", errno: ENODEV) }
+                let socket = try UDPSocket(family: .ipv6, loop: loop)
+                try socket.bind(to: SocketAddress(.v6(.any), port: 0))
+                for index in indices { try socket.joinMulticastGroup(group, interfaceIndex: index) }
+                socket.setReceiveHandler { received.append($0) }
+                let port = try socket.localAddress().port
+                try socket.send(Array("mdns6".utf8), to: SocketAddress(group, port: port), interfaceIndex: indices[0])
+                return (port, indices[0], indices[1])
+            }
+            #expect(await eventually { received.count >= 2 })
+            let datagrams = received.values
+            #expect(Set(datagrams.map(\.interfaceIndex)) == [sending, receiving])
+            for datagram in datagrams {
+                #expect(datagram.bytes == Array("mdns6".utf8))
+                #expect(datagram.destination == group)
+                #expect(
+                    datagram.source
+                        == SocketAddress(IPAddress("fe80::1")!, port: port, scopeID: datagram.interfaceIndex))
+            }
         }
     }
 }
