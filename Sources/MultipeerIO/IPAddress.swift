@@ -56,10 +56,14 @@ public struct IPv4Address: Hashable, Sendable, Comparable, CustomStringConvertib
     /// 127.0.0.1.
     public static let loopback = IPv4Address(127, 0, 0, 1)
 
+    /// Dotted-quad text, such as `"192.0.2.1"`.
     public var description: String { "\(bytes.0).\(bytes.1).\(bytes.2).\(bytes.3)" }
 
+    /// Equal when all four bytes are equal.
     public static func == (l: IPv4Address, r: IPv4Address) -> Bool { l.value == r.value }
+    /// Numeric order of the 32-bit value.
     public static func < (l: IPv4Address, r: IPv4Address) -> Bool { l.value < r.value }
+    /// Hashes the 32-bit value.
     public func hash(into hasher: inout Hasher) { hasher.combine(value) }
 }
 
@@ -129,8 +133,12 @@ public struct IPv6Address: Hashable, Sendable, Comparable, CustomStringConvertib
     /// ::1.
     public static let loopback = IPv6Address("::1")!
 
-    /// RFC 5952 canonical text: lowercase, longest run of two or more zero groups shortened to `::`.
+    /// RFC 5952 canonical text: lowercase, longest run of two or more zero groups shortened to `::`;
+    /// IPv4-mapped addresses in mixed notation (`::ffff:192.0.2.1`, RFC 5952 section 5).
     public var description: String {
+        if byteArray[0..<10].allSatisfy({ $0 == 0 }), byteArray[10] == 0xff, byteArray[11] == 0xff {
+            return "::ffff:\(byteArray[12]).\(byteArray[13]).\(byteArray[14]).\(byteArray[15])"
+        }
         var groups: [UInt16] = []
         for i in stride(from: 0, to: 16, by: 2) { groups.append(UInt16(byteArray[i]) << 8 | UInt16(byteArray[i + 1])) }
         var bestStart = -1
@@ -156,6 +164,7 @@ public struct IPv6Address: Hashable, Sendable, Comparable, CustomStringConvertib
         return hex(0..<bestStart) + "::" + hex((bestStart + bestLength)..<8)
     }
 
+    /// Lexicographic order of the sixteen bytes (numeric order).
     public static func < (l: IPv6Address, r: IPv6Address) -> Bool {
         l.byteArray.lexicographicallyPrecedes(r.byteArray)
     }
@@ -163,7 +172,9 @@ public struct IPv6Address: Hashable, Sendable, Comparable, CustomStringConvertib
 
 /// An IPv4 or IPv6 address.
 public enum IPAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// An IPv4 address.
     case v4(IPv4Address)
+    /// An IPv6 address.
     case v6(IPv6Address)
 
     /// Parses either family's text form.
@@ -177,6 +188,7 @@ public enum IPAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
         }
     }
 
+    /// The address's text form (dotted quad or RFC 5952).
     public var description: String {
         switch self {
         case .v4(let a): a.description
@@ -200,6 +212,7 @@ public enum IPAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
         }
     }
 
+    /// Numeric order within a family; every IPv4 address sorts before every IPv6 address.
     public static func < (l: IPAddress, r: IPAddress) -> Bool {
         switch (l, r) {
         case (.v4(let a), .v4(let b)): a < b

@@ -1,0 +1,359 @@
+internal import Glibc
+
+/// A non-blocking TCP connection owned by an `EventLoop`, with a send buffer and read backpressure.
+///
+/// Create it with `connect(to:loop:completion:)` or receive it from a `TCPListener`; use it on the loop's thread.
+/// The loop keeps the connection alive until it closes.
+///
+/// The send buffer has no fixed limit: `write(_:)` always accepts bytes, and callers bound it themselves by
+/// watching `bufferedByteCount` and waiting for the writability handler before writing more. This keeps a fixed
+/// limit from silently dropping application data; upper layers (TLS, flow-controlled channels) own the bound.
+public final class TCPConnection: @unchecked Sendable {
+    // Safety of @unchecked Sendable: every mutable property is touched only on `loop`'s thread; each public method
+    // checks `loop.inEventLoop`. The type is Sendable only so it can be handed back from `EventLoop.submit`.
+
+    /// Bytes requested per `read`: large enough for line-rate loopback, small enough to hand over promptly.
+    static let readChunkSize = 65_536
+
+    /// Reads per readiness event before yielding to other sockets and timers (the socket stays readable, so
+    /// the rest is read on the next iteration): at most 1 MiB per connection per iteration.
+    static let maximumReadsPerWakeup = 16
+
+    private enum State {
+        case connecting((Result<TCPConnection, SystemCallError>) -> Void)
+        case open
+        case closed
+    }
+
+    private let loop: EventLoop
+    private var fd: Int32
+    private var token: UInt64 = 0
+    private var interest: UInt32?
+    private var state: State
+    private var onData: (([UInt8]) -> Void)?
+    private var onClose: ((SystemCallError?) -> Void)?
+    private var readingPaused = false
+    private var peerClosed = false
+    private var shutdownWritePending = false
+    private var writeShutDown = false
+    private var sendQueue: [[UInt8]] = []
+    private var sendQueueHead = 0
+    private var sendOffset = 0
+    private var lowWatermark = 0
+    private var writabilityHandler: (() -> Void)?
+    private var waitingForWritability = false
+    private var readBuffer: [UInt8]
+
+    private var _remoteAddress: SocketAddress
+    private var _localAddress: SocketAddress
+
+    /// The peer's address.
+    public var remoteAddress: SocketAddress { _remoteAddress }
+    /// The local address of the connection.
+    public var localAddress: SocketAddress { _localAddress }
+
+    /// Bytes accepted by `write(_:)` and not yet handed to the kernel.
+    public private(set) var bufferedByteCount = 0
+
+    private init(fd: Int32, loop: EventLoop, state: State, remote: SocketAddress, local: SocketAddress) {
+        self.fd = fd
+        self.loop = loop
+        self.state = state
+        _remoteAddress = remote
+        _localAddress = local
+        readBuffer = [UInt8](repeating: 0, count: Self.readChunkSize)
+        token = loop.register(self)
+    }
+
+    /// Wraps a descriptor returned by `accept`.
+    static func accepted(fd: Int32, loop: EventLoop, remote: SocketAddress) -> TCPConnection {
+        try? setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
+        let local = (try? SocketAddress.query(fd, "getsockname", getsockname)) ?? remote
+        return TCPConnection(fd: fd, loop: loop, state: .open, remote: remote, local: local)
+    }
+
+    /// Opens a connection without blocking the loop; sets `TCP_NODELAY`. Loop thread only.
+    ///
+    /// `completion` runs later on the loop thread, never inside this call.
+    /// - Parameters:
+    ///   - destination: The peer to connect to.
+    ///   - loop: The owning loop.
+    ///   - completion: Receives the open connection, or a `SystemCallError` (`call == "connect"` with, for example,
+    ///     `ECONNREFUSED`).
+    public static func connect(
+        to destination: SocketAddress, loop: EventLoop,
+        completion: @escaping (Result<TCPConnection, SystemCallError>) -> Void
+    ) {
+        precondition(loop.inEventLoop, "TCPConnection.connect called off the loop thread")
+        let fd: Int32
+        do {
+            fd = try makeSocket(family: destination.family, type: Int32(SOCK_STREAM.rawValue))
+        } catch {
+            loop.scheduleTimer(after: .zero) { completion(.failure(error)) }
+            return
+        }
+        try? setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
+        var result: Int32 = 0
+        while true {
+            result = destination.withSockaddr { Glibc.connect(fd, $0, $1) } < 0 ? Glibc.errno : 0
+            if result != EINTR { break }
+        }
+        if result != 0 && result != EINPROGRESS {
+            Glibc.close(fd)
+            let error = SystemCallError(call: "connect", errno: result)
+            loop.scheduleTimer(after: .zero) { completion(.failure(error)) }
+            return
+        }
+        let connection = TCPConnection(
+            fd: fd, loop: loop, state: .connecting(completion), remote: destination, local: destination)
+        // Writability signals completion, success or failure, even when connect already succeeded.
+        connection.updateInterest()
+    }
+
+    /// Sets the closures for received data and for the end of the connection, and starts reading.
+    /// - Parameters:
+    ///   - onData: Called with each chunk of received bytes.
+    ///   - onClose: Called once when the connection ends: `nil` for an orderly end (the peer closed its side and
+    ///     our buffered bytes were sent), or the error that broke it. Not called for `close()` or loop shutdown.
+    public func setHandlers(onData: @escaping ([UInt8]) -> Void, onClose: @escaping (SystemCallError?) -> Void) {
+        checkLoop()
+        guard isOpen else { return }
+        self.onData = onData
+        self.onClose = onClose
+        updateInterest()
+    }
+
+    /// Queues `bytes` for sending and sends as much as the kernel takes right away.
+    ///
+    /// Bytes written after `close()`, `shutdownWrite()` or a failure are discarded.
+    /// - Parameter bytes: The bytes to send.
+    public func write(_ bytes: [UInt8]) {
+        checkLoop()
+        guard isOpen, !writeShutDown, !shutdownWritePending, !bytes.isEmpty else { return }
+        sendQueue.append(bytes)
+        bufferedByteCount += bytes.count
+        if interest.map({ $0 & LinuxConstants.epollOut == 0 }) ?? true {
+            // Not waiting for writability: try now, report failures asynchronously so callers never re-enter.
+            if let error = flush() {
+                writeShutDown = true  // discard further writes until the failure is reported
+                loop.scheduleTimer(after: .zero) { [self] in fail(error) }
+                return
+            }
+        }
+        if bufferedByteCount >= lowWatermark && writabilityHandler != nil { waitingForWritability = true }
+        updateInterest()
+    }
+
+    /// Sets the closure called (on the loop thread) when buffered bytes drop below `lowWatermark` after having
+    /// been at or above it.
+    /// - Parameters:
+    ///   - lowWatermark: The threshold in bytes.
+    ///   - handler: Called when the send buffer has drained below the threshold.
+    public func setWritabilityHandler(lowWatermark: Int, _ handler: @escaping () -> Void) {
+        checkLoop()
+        self.lowWatermark = lowWatermark
+        writabilityHandler = handler
+        waitingForWritability = bufferedByteCount >= lowWatermark
+    }
+
+    /// Stops reading from the socket, so the kernel's receive window fills and the peer is slowed down.
+    public func pauseReading() {
+        checkLoop()
+        readingPaused = true
+        updateInterest()
+    }
+
+    /// Resumes reading after `pauseReading()`.
+    public func resumeReading() {
+        checkLoop()
+        readingPaused = false
+        updateInterest()
+    }
+
+    /// Sends FIN once buffered bytes are sent; reading continues.
+    public func shutdownWrite() {
+        checkLoop()
+        guard isOpen, !writeShutDown else { return }
+        if bufferedByteCount == 0 {
+            _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+            writeShutDown = true
+        } else {
+            shutdownWritePending = true
+        }
+    }
+
+    /// Closes the connection at once, discarding buffered bytes. Idempotent; `onClose` is not called.
+    public func close() {
+        checkLoop()
+        guard fd >= 0 else { return }
+        let interest = interest
+        try? loop.updateInterest(fd: fd, token: token, from: interest, to: nil)
+        self.interest = nil
+        loop.deregister(token)
+        closeDescriptor()
+    }
+
+    // MARK: - Private
+
+    private var isOpen: Bool {
+        if case .open = state { return true }
+        return false
+    }
+
+    private func checkLoop() {
+        precondition(loop.inEventLoop, "TCPConnection used off its loop's thread")
+    }
+
+    private func closeDescriptor() {
+        Glibc.close(fd)
+        fd = -1
+        state = .closed
+        onData = nil
+        onClose = nil
+        writabilityHandler = nil
+        sendQueue.removeAll()
+        sendQueueHead = 0
+        sendOffset = 0
+        bufferedByteCount = 0
+    }
+
+    private func fail(_ error: SystemCallError?) {
+        guard fd >= 0 else { return }
+        let onClose = onClose
+        close()
+        onClose?(error)
+    }
+
+    private func updateInterest() {
+        guard fd >= 0 else { return }
+        var wanted: UInt32 = 0
+        switch state {
+        case .connecting:
+            wanted = LinuxConstants.epollOut
+        case .open:
+            if onData != nil && !readingPaused && !peerClosed { wanted |= LinuxConstants.epollIn }
+            if bufferedByteCount > 0 { wanted |= LinuxConstants.epollOut }
+        case .closed:
+            return
+        }
+        // Out of the epoll set while idle, so a hang-up cannot spin the loop while reading is paused.
+        let new: UInt32? = wanted == 0 ? nil : wanted
+        do {
+            try loop.updateInterest(fd: fd, token: token, from: interest, to: new)
+            interest = new
+        } catch {
+            loop.scheduleTimer(after: .zero) { [self] in fail(error) }
+        }
+    }
+
+    /// Writes queued bytes until the queue is empty or the kernel pushes back; returns a fatal error if any.
+    private func flush() -> SystemCallError? {
+        while sendQueueHead < sendQueue.count {
+            let chunk = sendQueue[sendQueueHead]
+            let sent = chunk.withUnsafeBytes { bytes in
+                Glibc.send(fd, bytes.baseAddress! + sendOffset, bytes.count - sendOffset, Int32(MSG_NOSIGNAL))
+            }
+            if sent < 0 {
+                let code = Glibc.errno
+                if code == EINTR { continue }
+                if isWouldBlock(code) { break }
+                return SystemCallError(call: "send", errno: code)
+            }
+            bufferedByteCount -= sent
+            sendOffset += sent
+            if sendOffset == chunk.count {
+                sendQueueHead += 1
+                sendOffset = 0
+            }
+        }
+        if sendQueueHead == sendQueue.count {
+            sendQueue.removeAll(keepingCapacity: true)
+            sendQueueHead = 0
+        } else if sendQueueHead > 64 && sendQueueHead * 2 > sendQueue.count {
+            sendQueue.removeFirst(sendQueueHead)
+            sendQueueHead = 0
+        }
+        if bufferedByteCount == 0 && shutdownWritePending {
+            shutdownWritePending = false
+            writeShutDown = true
+            _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+        }
+        return nil
+    }
+
+    private func finishConnect(_ completion: (Result<TCPConnection, SystemCallError>) -> Void) {
+        let code = pendingSocketError(fd)
+        if code != 0 {
+            close()
+            completion(.failure(SystemCallError(call: "connect", errno: code)))
+            return
+        }
+        state = .open
+        if let local = try? SocketAddress.query(fd, "getsockname", getsockname) { _localAddress = local }
+        if let remote = try? SocketAddress.query(fd, "getpeername", getpeername) { _remoteAddress = remote }
+        updateInterest()
+        completion(.success(self))
+    }
+
+    private func readAvailable() {
+        for _ in 0..<Self.maximumReadsPerWakeup {
+            guard fd >= 0, !readingPaused, !peerClosed, let onData else { return }
+            let count = readBuffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                onData(Array(readBuffer[0..<count]))
+                continue
+            }
+            if count == 0 {
+                peerClosed = true
+                if bufferedByteCount == 0 {
+                    fail(nil)
+                } else {
+                    updateInterest()
+                }
+                return
+            }
+            let code = Glibc.errno
+            if code == EINTR { continue }
+            if !isWouldBlock(code) { fail(SystemCallError(call: "read", errno: code)) }
+            return
+        }
+    }
+}
+
+extension TCPConnection: EventLoopSelectable {
+    func handleEvents(_ events: UInt32) {
+        if case .connecting(let completion) = state {
+            finishConnect(completion)
+            return
+        }
+        guard isOpen else { return }
+        let broken = events & (LinuxConstants.epollErr | LinuxConstants.epollHup) != 0
+        if events & LinuxConstants.epollIn != 0 || broken, interest.map({ $0 & LinuxConstants.epollIn != 0 }) == true {
+            readAvailable()
+        }
+        if fd >= 0, events & LinuxConstants.epollOut != 0 || broken, bufferedByteCount > 0 {
+            if let error = flush() {
+                fail(error)
+                return
+            }
+            if waitingForWritability, bufferedByteCount < lowWatermark, let handler = writabilityHandler {
+                waitingForWritability = false
+                handler()
+            }
+            if fd >= 0, peerClosed, bufferedByteCount == 0 {
+                fail(nil)
+                return
+            }
+        }
+        if fd >= 0, events & LinuxConstants.epollErr != 0 {
+            let code = pendingSocketError(fd)
+            if code != 0 { fail(SystemCallError(call: "socket", errno: code)) }
+        }
+        if fd >= 0 { updateInterest() }
+    }
+
+    func closeForLoopShutdown() {
+        guard fd >= 0 else { return }
+        closeDescriptor()
+    }
+}

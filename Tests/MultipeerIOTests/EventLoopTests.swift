@@ -1,0 +1,144 @@
+import Glibc
+import MultipeerIO
+import Testing
+
+@Suite struct EventLoopTests {
+    struct Boom: Error, Equatable {}
+
+    @Test func executeRunsInSubmissionOrder() async throws {
+        try await withLoop { loop in
+            let order = Collector<Int>()
+            for index in 0..<1000 { loop.execute { order.append(index) } }
+            try await loop.submit {}
+            #expect(order.values == Array(0..<1000))
+        }
+    }
+
+    @Test func submitReturnsValuesAndRethrows() async throws {
+        try await withLoop { loop in
+            let product = try await loop.submit { 6 * 7 }
+            #expect(product == 42)
+            await #expect(throws: Boom.self) { try await loop.submit { throw Boom() } }
+        }
+    }
+
+    @Test func inEventLoopIsTrueOnlyOnTheLoopThread() async throws {
+        try await withLoop { loop in
+            #expect(!loop.inEventLoop)
+            let inside = try await loop.submit { loop.inEventLoop }
+            #expect(inside)
+        }
+    }
+
+    @Test func manualClockTimersFireInDeadlineOrderOnlyAfterAdvance() async throws {
+        let clock = ManualClock()
+        try await withLoop(clock: clock) { loop in
+            let fired = Collector<String>()
+            try await loop.submit {
+                loop.scheduleTimer(after: .seconds(3)) { fired.append("3s") }
+                loop.scheduleTimer(after: .seconds(1)) { fired.append("1s") }
+                loop.scheduleTimer(at: clock.now() + .seconds(2)) { fired.append("2s") }
+            }
+            try await loop.submit {}
+            #expect(fired.values.isEmpty)
+
+            clock.advance(by: .milliseconds(1500))
+            try await loop.submit {}  // work submitted after an advance runs after the timers it made due
+            #expect(fired.values == ["1s"])
+
+            clock.advance(by: .seconds(10))
+            try await loop.submit {}
+            #expect(fired.values == ["1s", "2s", "3s"])
+        }
+    }
+
+    @Test func equalDeadlinesFireInSchedulingOrder() async throws {
+        let clock = ManualClock()
+        try await withLoop(clock: clock) { loop in
+            let fired = Collector<Int>()
+            try await loop.submit {
+                for index in 0..<10 { loop.scheduleTimer(after: .seconds(1)) { fired.append(index) } }
+            }
+            clock.advance(by: .seconds(1))
+            try await loop.submit {}
+            #expect(fired.values == Array(0..<10))
+        }
+    }
+
+    @Test func cancelledTimersDoNotFire() async throws {
+        let clock = ManualClock()
+        try await withLoop(clock: clock) { loop in
+            let fired = Collector<String>()
+            try await loop.submit {
+                let doomed = loop.scheduleTimer(after: .seconds(1)) { fired.append("cancelled") }
+                loop.scheduleTimer(after: .seconds(2)) { fired.append("kept") }
+                loop.cancelTimer(doomed)
+                loop.cancelTimer(doomed)  // cancelling twice is harmless
+            }
+            clock.advance(by: .seconds(5))
+            try await loop.submit {}
+            #expect(fired.values == ["kept"])
+        }
+    }
+
+    @Test func timerReschedulingItselfAtZeroDelayDoesNotStarveTheLoop() async throws {
+        let clock = ManualClock()
+        try await withLoop(clock: clock) { loop in
+            let ticks = Collector<Int>()
+            try await loop.submit {
+                func tick() {
+                    ticks.append(1)
+                    if ticks.count < 100 { loop.scheduleTimer(after: .zero, tick) }
+                }
+                loop.scheduleTimer(after: .zero, tick)
+            }
+            #expect(await eventually { ticks.count == 100 })
+        }
+    }
+
+    @Test func monotonicClockTimerFiresAfterRealDelay() async throws {
+        try await withLoop { loop in
+            let fired = Collector<Duration>()
+            try await loop.submit {
+                let start = loop.clock.now()
+                loop.scheduleTimer(after: .milliseconds(30)) { fired.append(loop.clock.now() - start) }
+            }
+            #expect(await eventually { fired.count == 1 })
+            #expect(try #require(fired.values.first) >= .milliseconds(30))
+        }
+    }
+
+    @Test func shutdownIsIdempotentAndRejectsLaterWork() async throws {
+        let loop = try EventLoop()
+        let ran = Collector<Int>()
+        loop.execute { ran.append(1) }
+        loop.shutdown()
+        loop.shutdown()
+        #expect(ran.values == [1])  // work submitted before shutdown still ran
+        loop.execute { ran.append(2) }
+        await #expect(throws: SystemCallError.self) { try await loop.submit { 1 } }
+        #expect(ran.values == [1])
+    }
+
+    @Test func shutdownFromTheLoopThreadStopsTheLoop() async throws {
+        let loop = try EventLoop()
+        try await loop.submit { loop.shutdown() }
+        loop.shutdown()
+        await #expect(throws: SystemCallError.self) { try await loop.submit { 1 } }
+    }
+
+    @Test func shutdownClosesOwnedSockets() async throws {
+        let first = try EventLoop()
+        let address = try await first.submit {
+            try TCPListener(loop: first, address: SocketAddress(.v4(.loopback), port: 0)).localAddress()
+        }
+        first.shutdown()
+        try await withLoop { second in
+            // Binding the same port again only works if shutdown closed the first listener.
+            let rebound = try await second.submit {
+                try TCPListener(loop: second, address: address).localAddress()
+            }
+            #expect(rebound == address)
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import Glibc
+import MultipeerIO
+import Synchronization
+import Testing
+
+@Suite struct TCPConnectionTests {
+    /// Outcome of `onClose`: `"orderly"` or the error's description.
+    static func describe(_ error: SystemCallError?) -> String { error.map { "\($0)" } ?? "orderly" }
+
+    @Test(arguments: [AddressFamily.ipv4, .ipv6])
+    func echoesOneMebibyteBothWaysAndClosesOrderly(_ family: AddressFamily) async throws {
+        let loopback: IPAddress = family == .ipv4 ? .v4(.loopback) : .v6(.loopback)
+        let payload = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) }
+        try await withLoop { loop in
+            let serverClosed = Collector<String>()
+            let clientClosed = Collector<String>()
+            let echoed = Collector<UInt8>()
+            let addresses = Collector<SocketAddress>()
+            let listenAddress = try await loop.submit {
+                let listener = try TCPListener(loop: loop, address: SocketAddress(loopback, port: 0))
+                listener.setAcceptHandler { connection in
+                    addresses.append(connection.remoteAddress)
+                    connection.setHandlers(
+                        onData: { connection.write($0) },
+                        onClose: { serverClosed.append(Self.describe($0)) })
+                }
+                return try listener.localAddress()
+            }
+            try await loop.submit {
+                TCPConnection.connect(to: listenAddress, loop: loop) { result in
+                    guard case .success(let connection) = result else {
+                        clientClosed.append("connect failed: \(result)")
+                        return
+                    }
+                    addresses.append(connection.localAddress)
+                    connection.setHandlers(
+                        onData: { echoed.append(contentsOf: $0) },
+                        onClose: { clientClosed.append(Self.describe($0)) })
+                    connection.write(payload)
+                    connection.shutdownWrite()
+                }
+            }
+            #expect(await eventually(timeout: .seconds(30)) { clientClosed.count == 1 })
+            #expect(clientClosed.values == ["orderly"])
+            #expect(await eventually { serverClosed.count == 1 })
+            #expect(serverClosed.values == ["orderly"])
+            #expect(echoed.count == payload.count)
+            #expect(echoed.values == payload)
+            // The server saw the client's local address as the remote end.
+            let seen = addresses.values
+            #expect(seen.count == 2 && seen[0] == seen[1])
+        }
+    }
+
+    @Test func connectingToAClosedPortFailsWithECONNREFUSED() async throws {
+        try await withLoop { loop in
+            let failures = Collector<SystemCallError>()
+            try await loop.submit {
+                let listener = try TCPListener(loop: loop, address: SocketAddress(.v4(.loopback), port: 0))
+                let address = try listener.localAddress()
+                listener.close()
+                TCPConnection.connect(to: address, loop: loop) { result in
+                    if case .failure(let error) = result { failures.append(error) }
+                }
+            }
+            #expect(await eventually { failures.count == 1 })
+            #expect(failures.values.first?.call == "connect")
+            #expect(failures.values.first?.errno == ECONNREFUSED)
+        }
+    }
+
+    @Test func pausedReaderAppliesBackpressureUntilResumed() async throws {
+        let total = 16 << 20
+        try await withLoop { loop in
+            let serverReceived = Mutex<Int>(0)
+            let server = Collector<TCPConnection>()
+            let client = Collector<TCPConnection>()
+            let writable = Collector<Int>()
+            let address = try await loop.submit {
+                let listener = try TCPListener(loop: loop, address: SocketAddress(.v4(.loopback), port: 0))
+                listener.setAcceptHandler { connection in
+                    connection.pauseReading()
+                    connection.setHandlers(
+                        onData: { chunk in serverReceived.withLock { $0 += chunk.count } }, onClose: { _ in })
+                    server.append(connection)
+                }
+                return try listener.localAddress()
+            }
+            try await loop.submit {
+                TCPConnection.connect(to: address, loop: loop) { result in
+                    guard case .success(let connection) = result else { return }
+                    connection.setHandlers(onData: { _ in }, onClose: { _ in })
+                    connection.setWritabilityHandler(lowWatermark: 64 << 10) {
+                        writable.append(connection.bufferedByteCount)
+                    }
+                    connection.write([UInt8](repeating: 0xab, count: total))
+                    client.append(connection)
+                }
+            }
+            #expect(await eventually { server.count == 1 && client.count == 1 })
+            // Give the kernel time to fill both socket buffers; nothing may reach the paused reader.
+            try await Task.sleep(for: .milliseconds(200))
+            let (received, buffered) = try await loop.submit {
+                (serverReceived.withLock { $0 }, client.values[0].bufferedByteCount)
+            }
+            #expect(received == 0)
+            #expect(buffered > 0)
+            #expect(writable.count == 0)
+
+            try await loop.submit { server.values[0].resumeReading() }
+            #expect(await eventually(timeout: .seconds(30)) { serverReceived.withLock { $0 } == total })
+            #expect(await eventually { writable.count == 1 })
+            #expect(writable.values.first.map { $0 < 64 << 10 } == true)
+            let remaining = try await loop.submit {
+                defer {
+                    client.values[0].close()
+                    server.values[0].close()
+                }
+                return client.values[0].bufferedByteCount
+            }
+            #expect(remaining == 0)
+        }
+    }
+
+    @Test func peerResetIsReportedAsAnError() async throws {
+        try await withLoop { loop in
+            let clientClosed = Collector<String>()
+            let address = try await loop.submit {
+                let listener = try TCPListener(loop: loop, address: SocketAddress(.v4(.loopback), port: 0))
+                listener.setAcceptHandler { connection in
+                    // Unread data at close makes the kernel send RST instead of FIN.
+                    connection.setHandlers(onData: { _ in connection.close() }, onClose: { _ in })
+                }
+                return try listener.localAddress()
+            }
+            try await loop.submit {
+                TCPConnection.connect(to: address, loop: loop) { result in
+                    guard case .success(let connection) = result else { return }
+                    connection.setHandlers(onData: { _ in }, onClose: { clientClosed.append(Self.describe($0)) })
+                    connection.write([UInt8](repeating: 1, count: 1 << 20))
+                }
+            }
+            #expect(await eventually { clientClosed.count == 1 })
+            #expect(clientClosed.values.first != "orderly")
+        }
+    }
+}
