@@ -85,7 +85,7 @@ import Testing
     }
 
     @Test func backwardPointerIntoItsOwnLabelsIsALoop() {
-                // Question 1 at 12 is the root; question 2 at 17: "a" then pointer to 17 (itself, via its label).
+        // Question 1 at 12 is the root; question 2 at 17: "a" then pointer to 17 (itself, via its label).
         let bytes = message(qd: 2, [0x00, 0x00, 0x01, 0x00, 0x01, 0x01, 0x61, 0xc0, 0x11, 0x00, 0x01, 0x00, 0x01])
         #expect(throws: DNSDecodingError.compressionLoop(offset: 19)) { try decoder.decode(bytes) }
     }
@@ -226,7 +226,8 @@ import Testing
 
     @Test func nsecDecodesEveryWindow() throws {
         // Next name root; window 0: type 1 (A); window 1: type 256 + 2 = 258; window 255: type 65535.
-        let rdata: [UInt8] = [0x00, 0x00, 0x01, 0x40, 0x01, 0x01, 0x20, 0xff, 0x20] + [UInt8](repeating: 0, count: 31)
+        let rdata: [UInt8] =
+            [0x00, 0x00, 0x01, 0x40, 0x01, 0x01, 0x20, 0xff, 0x20] + [UInt8](repeating: 0, count: 31)
             + [0x01]
         let message = try decoder.decode(nsec(rdata))
         #expect(

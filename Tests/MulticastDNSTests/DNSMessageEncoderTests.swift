@@ -186,8 +186,10 @@ struct MessageGenerator {
                 target: name())
         case 4: .txt((0..<below(4)).map { _ in bytes(20) }.filter { !$0.isEmpty })
         case 5:
-            .nsec(next: name(), types: Set((0..<below(6)).map { _ in UInt16(below(3) == 0 ? below(65536) : below(64)) })
-                .sorted().map(DNSRecordType.init(rawValue:)))
+            .nsec(
+                next: name(),
+                types: Set((0..<below(6)).map { _ in UInt16(below(3) == 0 ? below(65536) : below(64)) })
+                    .sorted().map(DNSRecordType.init(rawValue:)))
         default: .unknown(type: DNSRecordType(rawValue: UInt16(100 + below(100))), bytes: bytes(30))
         }
     }
@@ -202,7 +204,8 @@ struct MessageGenerator {
         DNSMessage(
             id: UInt16(below(65536)), flags: UInt16(below(65536)),
             questions: (0..<below(4)).map { _ in
-                DNSQuestion(name: name(), type: DNSRecordType(rawValue: UInt16(below(300))), unicastResponse: below(2) == 0)
+                DNSQuestion(
+                    name: name(), type: DNSRecordType(rawValue: UInt16(below(300))), unicastResponse: below(2) == 0)
             },
             answers: (0..<below(6)).map { _ in record() }, authorities: (0..<below(3)).map { _ in record() },
             additionals: (0..<below(5)).map { _ in record() })

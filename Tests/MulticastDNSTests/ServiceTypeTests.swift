@@ -50,7 +50,10 @@ import Testing
         ("chat-", .serviceTypeHyphenPlacement("chat-")),
         ("ch--at", .serviceTypeHyphenPlacement("ch--at")),
         ("_chat._sctp", .serviceTypeMalformed("_chat._sctp", reason: "\"_sctp\" is not \"_tcp\" or \"_udp\"")),
-        ("_chat._tcp.example", .serviceTypeMalformed("_chat._tcp.example", reason: "the domain \"example\" is not \"local\"")),
+        (
+            "_chat._tcp.example",
+            .serviceTypeMalformed("_chat._tcp.example", reason: "the domain \"example\" is not \"local\"")
+        ),
         ("chat._tcp", .serviceTypeMalformed("chat._tcp", reason: "the service label must start with \"_\"")),
         ("_a._sub._chat._tcp", .serviceTypeMalformed("_a._sub._chat._tcp", reason: "too many labels")),
     ])

@@ -41,7 +41,8 @@ import Testing
             try TXTRecord(["a\tb": "x"])
         }
         #expect(throws: ServiceValidationError.txtDuplicateKey("Key")) {
-            try TXTRecord(["key": "1", "Key": "2"] as KeyValuePairs) }
+            try TXTRecord(["key": "1", "Key": "2"] as KeyValuePairs)
+        }
         try? #require(try TXTRecord(["with space ~": "ok"]).strings.count == 1)
     }
 
