@@ -32,6 +32,7 @@ public enum DNSDecodingError: Error, Hashable, Sendable, CustomStringConvertible
     /// `count` bytes followed the last record the header declared.
     case trailingBytes(count: Int)
 
+    /// What went wrong and which rule it breaks, for logs and error messages.
     public var description: String {
         switch self {
         case .messageTooLarge(let size, let limit):

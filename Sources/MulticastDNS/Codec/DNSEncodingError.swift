@@ -13,6 +13,7 @@ public enum DNSEncodingError: Error, Hashable, Sendable, CustomStringConvertible
     /// The packet size requested for splitting is smaller than a header or larger than the limit.
     case invalidMaximumSize(Int)
 
+    /// What went wrong and which rule it breaks, for logs and error messages.
     public var description: String {
         switch self {
         case .messageTooLarge(let size, let limit):

@@ -32,6 +32,7 @@ public enum ServiceValidationError: Error, Hashable, Sendable, CustomStringConve
     /// The instance name is not acceptable text; `reason` says why.
     case instanceNameInvalid(String, reason: String)
 
+    /// What went wrong and which rule it breaks, for logs and error messages.
     public var description: String {
         switch self {
         case .serviceTypeEmpty:
