@@ -1,1 +1,96 @@
-@main struct MDNSFuzzMain { static func main() {} }
+import MulticastDNS
+
+/// The property every input must keep: decoding never crashes, and a decoded message survives
+/// encode → decode unchanged. Any other outcome traps so libFuzzer records the input.
+enum FuzzOracle {
+    static let decoder = DNSMessageDecoder()
+    static let encoder = DNSMessageEncoder()
+
+    /// Runs one input; returns `true` if it decoded as a message.
+    @discardableResult
+    static func check(_ bytes: [UInt8]) -> Bool {
+        guard let first = try? decoder.decode(bytes) else { return false }
+        for record in first.answers + first.authorities + first.additionals {
+            if case .txt(let strings) = record.data { _ = TXTRecord(decoding: strings).dictionary }
+        }
+        let encoded: [UInt8]
+        do {
+            encoded = try encoder.encode(first)
+        } catch .messageTooLarge {
+            // Our compression can be weaker than the sender's (a pointer into header bytes or into raw
+            // data of an unknown type), so a 9000-byte input may not fit again. Not a decoder bug.
+            return true
+        } catch {
+            fatalError("decoded message does not encode: \(error)\n\(first)")
+        }
+        let second: DNSMessage
+        do {
+            second = try decoder.decode(encoded)
+        } catch {
+            fatalError("re-encoded message does not decode: \(error)\n\(first)\n\(encoded)")
+        }
+        guard second == first else {
+            fatalError("round trip changed the message:\n\(first)\n\(second)")
+        }
+        return true
+    }
+}
+
+#if FUZZING
+    /// libFuzzer entry point.
+    @_cdecl("LLVMFuzzerTestOneInput")
+    public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+        FuzzOracle.check(Array(UnsafeBufferPointer(start: data, count: size)))
+        return 0
+    }
+
+    /// libFuzzer's driver (compiler-rt, LLVM 11 and later).
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func runFuzzerDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
+    ) -> CInt
+
+    /// SwiftPM links executables with `main` aliased to `<module>_main`, so libFuzzer's own `main` is never used;
+    /// this stands in for it and hands control to the libFuzzer driver.
+    @_cdecl("MDNSFuzz_main")
+    func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+        var count = argc
+        var arguments = argv
+        return runFuzzerDriver(&count, &arguments) { data, size in fuzz(data, size) }
+    }
+#else
+    import Foundation
+
+    /// Regression runner: replays files (or every file in directories) through the fuzz oracle.
+    @main struct MDNSFuzzMain {
+        static func main() {
+            var files: [String] = []
+            let manager = FileManager.default
+            for path in CommandLine.arguments.dropFirst() {
+                var isDirectory: ObjCBool = false
+                guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                    FileHandle.standardError.write(Data("no such file: \(path)\n".utf8))
+                    exit(66)
+                }
+                if isDirectory.boolValue {
+                    let names = (try? manager.contentsOfDirectory(atPath: path)) ?? []
+                    files += names.sorted().map { (path as NSString).appendingPathComponent($0) }
+                } else {
+                    files.append(path)
+                }
+            }
+            if files.isEmpty {
+                print("usage: mdns-fuzz FILE_OR_DIRECTORY...")
+                exit(64)
+            }
+            var decoded = 0
+            for file in files {
+                guard let data = manager.contents(atPath: file) else { continue }
+                if FuzzOracle.check(Array(data)) { decoded += 1 }
+            }
+            print("replayed \(files.count) inputs: \(decoded) decoded, \(files.count - decoded) rejected, 0 crashes")
+        }
+    }
+#endif
