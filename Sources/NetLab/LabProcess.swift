@@ -1,11 +1,12 @@
+import Dispatch
+import Foundation
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
 #endif
-import Dispatch
-import Foundation
-import Synchronization
 
 /// A process started by ``NetLab`` (usually inside a host's namespace) whose output is captured.
 ///

@@ -98,10 +98,11 @@ public final class NetLab: Sendable {
         // 198.18.0.0/15 is 512 /24s; a random one keeps concurrent labs apart even in captures.
         let subnet = Int.random(in: 0..<512)
         let ipv4Prefix = "198.\(18 + subnet / 256).\(subnet % 256)"
+        // Groups without leading zeros: the canonical text form (RFC 5952) that `ip` and peers print.
         let ipv6Prefix: String? =
             ipv6
             ? String(
-                format: "fd%02x:%04x:%04x:%x", UInt8.random(in: 0...255), UInt16.random(in: 0...UInt16.max),
+                format: "fd%02x:%x:%x:%x", UInt8.random(in: 0...255), UInt16.random(in: 0...UInt16.max),
                 UInt16.random(in: 0...UInt16.max), UInt16.random(in: 0...UInt16.max))
             : nil
         let lab = NetLab(id: id, ipv4Prefix: ipv4Prefix, ipv6Prefix: ipv6Prefix)

@@ -1,10 +1,11 @@
+import Foundation
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
 #endif
-import Foundation
-import Synchronization
 
 /// Starts processes with `posix_spawn`, stdout and stderr on pipes, stdin from /dev/null (or given bytes).
 ///

@@ -146,7 +146,10 @@ enum CLI {
         let process = try lab.spawn(
             host: host, try MultipeerBinary.require(), advertiseArguments(name: name, info: info))
         guard await process.nextLine(timeout: .seconds(15), where: { $0.hasPrefix("advertising ") }) != nil else {
-            throw HarnessError(message: "`multipeer advertise` did not announce: \(process.standardError)")
+            throw HarnessError(
+                message:
+                    "`multipeer advertise` did not announce; stdout: \(process.lines), stderr: \(process.standardError)"
+            )
         }
         return process
     }

@@ -39,7 +39,8 @@ struct InteropLabTests {
 
     @Test func avahiBrowseOnAPrivateBusFindsPythonZeroconf() async throws {
         try await withNetLab(hosts: 2) { lab in
-            let register = try ZeroconfHarness.register(lab, host: 0, name: "Zed For Avahi", port: 4243, txt: ["k": "v"])
+            let register = try ZeroconfHarness.register(
+                lab, host: 0, name: "Zed For Avahi", port: 4243, txt: ["k": "v"])
             let avahi = try AvahiHarness.start(lab, host: 1, dbus: true, services: [])
             defer { avahi.stop() }
             // avahi-browse -t stops once its cache is complete; give the daemon a moment to start first.

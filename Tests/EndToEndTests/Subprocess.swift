@@ -4,7 +4,9 @@ import Foundation
 /// nothing that sends packets may run here, everything else goes through `NetLab.spawn`.
 enum Subprocess {
     /// Runs `executable` to completion and returns its status and output.
-    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    static func run(_ executable: String, _ arguments: [String]) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -18,6 +20,8 @@ enum Subprocess {
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        return (
+            process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
+        )
     }
 }
