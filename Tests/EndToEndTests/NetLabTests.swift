@@ -147,6 +147,17 @@ struct NetLabTests {
         #expect(Self.namespaces(of: live.id).count == 2)
     }
 
+    @Test func setupAndTeardownAreQuick() throws {
+        for hosts in [2, 10] {
+            let clock = ContinuousClock()
+            var lab: NetLab?
+            let setup = try clock.measure { lab = try NetLab.create(hosts: hosts) }
+            let teardown = clock.measure { lab?.teardown() }
+            print("NetLab with \(hosts) hosts: setup \(setup), teardown \(teardown)")
+            #expect(setup < .seconds(10) && teardown < .seconds(10))
+        }
+    }
+
     // MARK: Helpers
 
     static let multicastReceiver = """
