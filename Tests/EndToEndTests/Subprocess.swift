@@ -1,0 +1,27 @@
+import Foundation
+
+/// Runs a short command in the test process's own namespace, for inspection only (`ip -o link`, `--help`):
+/// nothing that sends packets may run here, everything else goes through `NetLab.spawn`.
+enum Subprocess {
+    /// Runs `executable` to completion and returns its status and output.
+    static func run(_ executable: String, _ arguments: [String]) throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Both pipes are drained before waiting; outputs here are small, so reading one first cannot deadlock.
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (
+            process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
+        )
+    }
+}
