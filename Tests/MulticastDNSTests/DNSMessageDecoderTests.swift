@@ -56,10 +56,14 @@ import Testing
         #expect(!message.isResponse)
     }
 
-    @Test func zeroconf047MalformedNSECIsRejectedWithTheReason() {
-        #expect(throws: DNSDecodingError.invalidRData(type: .nsec, reason: "bitmap length 0 is not between 1 and 32")) {
-            try decoder.decode(GoldenVectors.zeroconfMalformedNSEC)
+    @Test func zeroconf047MalformedNSECIsKeptOpaqueAndTheRestOfThePacketIsUsed() throws {
+        let message = try decoder.decode(GoldenVectors.zeroconfMalformedNSEC)
+        let nsec = try #require(message.answers.first { $0.type == .nsec } ?? message.additionals.first { $0.type == .nsec })
+        guard case .unknown(.nsec, let bytes) = nsec.data else {
+            Issue.record("malformed NSEC should decode as opaque bytes, got \(nsec.data)")
+            return
         }
+        #expect(!bytes.isEmpty)
     }
 
     // MARK: Hostile input
@@ -251,10 +255,17 @@ import Testing
         [0x00, 0x00, 0x21] + [UInt8](repeating: 1, count: 33),  // bitmap length 33
         [0x00, 0x01, 0x01, 0x40, 0x00, 0x01, 0x40],  // window 1 then window 0
         [0x00, 0x00, 0x01, 0x40, 0x00, 0x01, 0x40],  // window 0 twice
-        [0x00, 0x00, 0x04, 0x40],  // bitmap shorter than its length
+    ])
+    func malformedNSECBitmapsWithinTheirLengthAreKeptOpaque(_ rdata: [UInt8]) throws {
+        let message = try decoder.decode(nsec(rdata))
+        #expect(message.answers.map(\.data) == [.unknown(type: .nsec, bytes: rdata)])
+    }
+
+    @Test(arguments: [
+        [0x00, 0x00, 0x04, 0x40] as [UInt8],  // bitmap shorter than its length
         [0x00, 0x00],  // window without length
     ])
-    func malformedNSECBitmapsAreRejected(_ rdata: [UInt8]) {
+    func nsecBitmapsRunningPastTheRecordAreRejected(_ rdata: [UInt8]) {
         #expect(throws: DNSDecodingError.self) { try decoder.decode(nsec(rdata)) }
     }
 

@@ -185,6 +185,12 @@ struct DNSReader {
             data = try readRData(type: type, length: length)
         } catch .truncated {
             throw .invalidRData(type: type, reason: "fields run past the declared length of \(length) bytes")
+        } catch .invalidRData(.nsec, _) {
+            // python-zeroconf before 0.71 writes NSEC bitmaps with 16-bit window and length fields. The record's
+            // length is right, so the packet's framing holds: keep that one record as opaque bytes and use the
+            // rest of the packet, rather than losing every answer it carries.
+            offset = start
+            data = .unknown(type: .nsec, bytes: try readBytes(length))
         }
         guard offset == end else {
             throw .rdataLengthMismatch(type: type, declared: length, used: offset - start)

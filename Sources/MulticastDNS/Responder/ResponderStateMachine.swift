@@ -386,7 +386,7 @@ public struct ResponderStateMachine {
         [
             DNSResourceRecord(name: entry.service.serviceType, ttl: configuration.otherRecordTTL, data: .ptr(entry.instanceName)),
             DNSResourceRecord(
-                name: ServiceEnumeration.name, ttl: configuration.otherRecordTTL, data: .ptr(entry.service.serviceType)),
+                name: ServiceType.enumerationName, ttl: configuration.otherRecordTTL, data: .ptr(entry.service.serviceType)),
         ]
     }
 
@@ -763,9 +763,4 @@ public enum ResponderError: Error, Hashable, Sendable, CustomStringConvertible {
         case .tooManyServices(let limit): "a responder publishes at most \(limit) services"
         }
     }
-}
-
-/// The DNS-SD service type enumeration name (RFC 6763 section 9).
-enum ServiceEnumeration {
-    static let name = DNSName(uncheckedLabels: ["_services", "_dns-sd", "_udp", "local"])
 }

@@ -1,0 +1,35 @@
+import MulticastDNS
+
+/// Options shared by the discovery commands: `--interface IFNAME`... and `--loopback`.
+struct DiscoveryOptions {
+    var configuration = DiscoveryConfiguration()
+
+    static let usage = "[--interface IFNAME]... [--loopback] [--ipv4-only | --ipv6-only]"
+
+    init(parsing arguments: inout CommandLineArguments) throws(UsageError) {
+        let interfaces = try arguments.values(of: "--interface")
+        let loopback = arguments.flag("--loopback")
+        if loopback && !interfaces.isEmpty { throw UsageError("--loopback and --interface exclude each other") }
+        configuration.interfaces = loopback ? .loopbackOnly : interfaces.isEmpty ? .all : .named(interfaces)
+        if arguments.flag("--ipv4-only") { configuration.useIPv6 = false }
+        if arguments.flag("--ipv6-only") { configuration.useIPv4 = false }
+        if !configuration.useIPv4 && !configuration.useIPv6 { throw UsageError("--ipv4-only and --ipv6-only exclude each other") }
+    }
+
+    /// Parses a service type argument with a usage error that names the broken rule.
+    static func serviceType(_ text: String) throws(UsageError) -> ServiceType {
+        do {
+            return try ServiceType(text)
+        } catch {
+            throw UsageError("\(error)")
+        }
+    }
+
+    /// Parses a duration in seconds, such as `2.5`.
+    static func seconds(_ text: String, option: String) throws(UsageError) -> Duration {
+        guard let value = Double(text), value >= 0, value < 1e9 else {
+            throw UsageError("\(option) wants a number of seconds, not '\(text)'")
+        }
+        return .milliseconds(Int64(value * 1000))
+    }
+}

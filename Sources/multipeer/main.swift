@@ -1,1 +1,0 @@
-print("multipeer: not built yet")
