@@ -1,14 +1,22 @@
 import MulticastDNS
 
-/// `multipeer advertise SERVICE --name NAME [--info KEY=VALUE]... [--port PORT] [--interface IFNAME]...`
+internal import Foundation
+internal import Glibc
+
+/// `multipeer advertise SERVICE --name NAME [--info KEY=VALUE]... [--info-file PATH] [--port PORT] [--interface IFNAME]...`
+///
+/// With `--info-file`, the file's `KEY=VALUE` lines join the TXT record, and SIGHUP re-reads the file and
+/// announces the new record.
 struct AdvertiseCommand {
     static let usage =
-        "multipeer advertise SERVICE --name NAME [--info KEY=VALUE]... [--port PORT] \(DiscoveryOptions.usage)"
+        "multipeer advertise SERVICE --name NAME [--info KEY=VALUE]... [--info-file PATH] [--port PORT] \(DiscoveryOptions.usage)"
     static let summary = "advertise a service until interrupted; SIGINT/SIGTERM send goodbyes and exit 0"
 
     var serviceType: ServiceType
     var name: String
     var txt: TXTRecord
+    var fixedEntries: [TXTEntry]
+    var infoFile: String?
     var port: UInt16
     var options: DiscoveryOptions
 
@@ -19,13 +27,12 @@ struct AdvertiseCommand {
         self.name = name
         var entries: [TXTEntry] = []
         for pair in try arguments.values(of: "--info") {
-            guard let equals = pair.firstIndex(of: "=") else {
-                throw UsageError("--info wants KEY=VALUE, not '\(pair)'")
-            }
-            entries.append(TXTEntry(key: String(pair[..<equals]), value: String(pair[pair.index(after: equals)...])))
+            entries.append(try Self.entry(pair, source: "--info"))
         }
+        fixedEntries = entries
+        infoFile = try arguments.value(of: "--info-file")
         do {
-            txt = try TXTRecord(entries: entries)
+            txt = try Self.record(fixed: entries, file: infoFile)
             try InstanceName.validate(name)
         } catch {
             throw UsageError("\(error)")
@@ -37,8 +44,34 @@ struct AdvertiseCommand {
         try arguments.finish()
     }
 
+    static func entry(_ pair: String, source: String) throws(UsageError) -> TXTEntry {
+        guard let equals = pair.firstIndex(of: "=") else { throw UsageError("\(source) wants KEY=VALUE, not '\(pair)'") }
+        return TXTEntry(key: String(pair[..<equals]), value: String(pair[pair.index(after: equals)...]))
+    }
+
+    /// The `--info` entries followed by the file's `KEY=VALUE` lines (blank lines and `#` comments skipped).
+    static func record(fixed: [TXTEntry], file: String?) throws(UsageError) -> TXTRecord {
+        var entries = fixed
+        if let file {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw UsageError("cannot read --info-file \(file)")
+            }
+            for line in text.split(whereSeparator: \.isNewline) {
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+                entries.append(try entry(trimmed, source: file))
+            }
+        }
+        do {
+            return try TXTRecord(entries: entries)
+        } catch {
+            throw UsageError("\(error)")
+        }
+    }
+
     func run() async throws -> Int32 {
         let signals = TerminationSignals()
+        let reloads = SignalStream(SIGHUP)
         let stack = try await MulticastDNSStack(configuration: options.configuration)
         let advertisement = try await stack.advertise(serviceType, name: name, port: port, txt: txt)
         let printer = Task {
@@ -51,7 +84,22 @@ struct AdvertiseCommand {
                 }
             }
         }
+        let reloader = Task { [fixedEntries, infoFile] in
+            for await _ in reloads.signals {
+                do {
+                    let record = try Self.record(fixed: fixedEntries, file: infoFile)
+                    advertisement.updateTXT(record)
+                    let text = record.entries.map { entry in
+                        entry.value.map { "\(entry.key)=\(String(decoding: $0, as: UTF8.self))" } ?? entry.key
+                    }
+                    Output.line("updated info \(text.joined(separator: " "))")
+                } catch {
+                    Output.error("multipeer: \(error)")
+                }
+            }
+        }
         _ = await signals.wait()
+        reloader.cancel()
         await advertisement.stop()
         await printer.value
         await stack.shutdown()

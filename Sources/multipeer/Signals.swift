@@ -26,3 +26,21 @@ final class TerminationSignals: Sendable {
         return 0
     }
 }
+
+/// A stream of deliveries of one signal, which no longer has its default action.
+final class SignalStream: Sendable {
+    /// One element per delivery.
+    let signals: AsyncStream<Void>
+    // Kept only so the dispatch source stays alive; dispatch sources are thread-safe.
+    nonisolated(unsafe) private var source: (any DispatchSourceSignal)?
+
+    init(_ number: Int32) {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        signals = stream
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler { continuation.yield() }
+        source.resume()
+        self.source = source
+    }
+}

@@ -54,8 +54,63 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test(.disabled("the CLI cannot change the TXT record of a running advertiser yet"))
-    func aTXTUpdateIsSeenAsUpdated() {}
+    @Test func aTXTUpdateIsSeenAsUpdated() async throws {
+        try await withNetLab(hosts: 2) { lab in
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("mp-info-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            try "status=online\n".write(to: file, atomically: true, encoding: .utf8)
+            let advertiser = try lab.spawn(
+                host: 0, try MultipeerBinary.require(),
+                CLI.advertiseArguments(name: "Changer") + ["--info-file", file.path])
+            #expect(await advertiser.nextLine(timeout: .seconds(15), where: { $0.hasPrefix("advertising ") }) != nil)
+            let browser = try CLI.startBrowse(lab, host: 1, seconds: 30)
+            let found = await CLI.nextEvent(browser, "found", name: "Changer")
+            #expect(found?.info?["status"] == "online")
+            try "status=busy\n".write(to: file, atomically: true, encoding: .utf8)
+            let signalled = ContinuousClock.now
+            advertiser.signal(SIGHUP)
+            // Other updates (an IPv6 address learnt later) may come first; wait for the one with the new TXT.
+            var updated: BrowseEvent?
+            while updated == nil, ContinuousClock.now - signalled < .seconds(3) {
+                guard let line = await browser.nextLine(timeout: .milliseconds(100)), let event = BrowseEvent(line: line)
+                else { continue }
+                if event.event == "updated" && event.name == "Changer" && event.info?["status"] == "busy" {
+                    updated = event
+                }
+            }
+            #expect(updated != nil, "browser saw: \(browser.lines); advertiser: \(advertiser.lines)")
+        }
+    }
+
+    @Test(.tags(.interop)) func sharesPort5353WithAvahiOnTheSameHost() async throws {
+        try await withNetLab(hosts: 2) { lab in
+            let avahi = try AvahiHarness.start(lab, host: 0)
+            defer { avahi.stop() }
+            // Our advertiser and browser run beside avahi-daemon on host 0; both stacks hold port 5353.
+            _ = try await CLI.advertise(lab, host: 0, name: "Beside Avahi", info: ["v": "1"])
+            async let local = CLI.browse(lab, host: 0, seconds: 6)
+            async let remote = ZeroconfHarness.browseEvents(lab, host: 1, seconds: 6)
+            let (localEvents, remoteEvents) = try await (local, remote)
+            #expect(localEvents.contains { $0.event == "found" && $0.name == "Avahi Chat" }, "\(localEvents)")
+            #expect(remoteEvents.contains { $0.event == "found" && $0.name == "Beside Avahi" }, "\(remoteEvents)")
+            #expect(remoteEvents.contains { $0.event == "found" && $0.name == "Avahi Chat" }, "\(remoteEvents)")
+        }
+    }
+
+    @Test func anInterfaceThatComesUpIsPickedUpWhileRunning() async throws {
+        try await withNetLab(hosts: 2) { lab in
+            try lab.setLinkDown(host: 0)
+            let advertiser = try lab.spawn(
+                host: 0, try MultipeerBinary.require(), CLI.advertiseArguments(name: "Late Link"))
+            let browser = try CLI.startBrowse(lab, host: 1, seconds: 30)
+            try await Task.sleep(for: .seconds(2))
+            #expect(!browser.lines.contains { $0.contains("Late Link") }, "nothing can cross a link that is down")
+            try lab.setLinkUp(host: 0)
+            let found = await CLI.nextEvent(browser, "found", name: "Late Link", timeout: .seconds(10))
+            #expect(found != nil, "advertiser: \(advertiser.lines) \(advertiser.standardError)")
+            #expect(found?.addresses?.contains(lab.hosts[0].ipv4) == true)
+        }
+    }
 
     @Test func sameNameOnTwoHostsIsRenamedOnce() async throws {
         try await withNetLab(hosts: 3) { lab in

@@ -92,6 +92,13 @@ enum ZeroconfHarness {
             environment: ["PYTHONUNBUFFERED": "1"])
     }
 
+    /// Runs `zc_browse.py` for `seconds` and returns every event it printed.
+    static func browseEvents(_ lab: NetLab, host: Int, seconds: Int) async throws -> [BrowseEvent] {
+        let browser = try browse(lab, host: host, timeout: seconds)
+        _ = await browser.exited(within: .seconds(seconds + 15))
+        return BrowseEvent.parse(browser.lines)
+    }
+
     /// Reads a browser's output until an event of the given kind for the given name arrives.
     static func nextEvent(
         _ browser: LabProcess, _ kind: String, name: String, timeout: Duration = .seconds(15)

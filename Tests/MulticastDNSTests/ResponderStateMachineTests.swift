@@ -242,6 +242,22 @@ struct ResponderStateMachineTests {
         #expect(h.sent[0].destination == .unicast(querier, h.link))
     }
 
+    @Test("a delayed unicast answer carries the TXT record as it is when sent, not as it was when asked")
+    func delayedUnicastAnswerIsNotStale() throws {
+        var h = ResponderHarness()
+        h.establish()
+        let querier = MDNSEndpoint(address: IPAddress("198.18.0.20")!, port: 5353)
+        h.receive(
+            DNSMessage(questions: [DNSQuestion(name: try DNSName("_chat._tcp.local."), type: .ptr, unicastResponse: true)]),
+            from: querier)
+        #expect(h.sent.isEmpty, "a shared answer waits 20-120 ms")
+        h.record(h.machine.updateTXT([Array("v=2".utf8)], for: h.id!, now: h.now))
+        h.run(for: .milliseconds(200))
+        let reply = try #require(h.sent.first { $0.destination == .unicast(querier, h.link) })
+        let txt = (reply.message.answers + reply.message.additionals).filter { $0.type == .txt }.map(\.data)
+        #expect(txt == [.txt([Array("v=2".utf8)])])
+    }
+
     @Test("legacy unicast queries get the id, the question, TTLs of at most 10 s and no cache-flush bits")
     func legacyUnicast() throws {
         var h = ResponderHarness()

@@ -72,7 +72,11 @@ public struct ResponderStateMachine {
 
     struct UnicastReply {
         var due: IOInstant
-        var message: DNSMessage
+        /// Keys of the records to answer with, looked up again when the reply is sent.
+        var answers: [DNSResourceRecord]
+        /// ID and questions (echoed for legacy queries).
+        var header: DNSMessage
+        var legacy: Bool
         var destination: MDNSDestination
     }
 
@@ -248,11 +252,11 @@ public struct ResponderStateMachine {
         flushPending(now: now, into: &actions)
         var keep: [UnicastReply] = []
         for reply in unicastReplies {
-            if reply.due <= now {
-                statistics.messagesSent += 1
-                actions.append(.send(reply.message, to: reply.destination))
-            } else {
+            if reply.due > now {
                 keep.append(reply)
+            } else if let message = build(reply) {
+                statistics.messagesSent += 1
+                actions.append(.send(message, to: reply.destination))
             }
         }
         unicastReplies = keep
@@ -645,27 +649,17 @@ public struct ResponderStateMachine {
             if takeUnicastToken(now: now) {
                 let allUnique = unicastAnswers.allSatisfy(isUnique)
                 let delay = allUnique ? Duration.zero : random.milliseconds(in: configuration.sharedAnswerDelayMilliseconds)
-                var answers = unicastAnswers
-                var extra = additionals(for: answers, on: link)
-                var reply = DNSMessage(flags: DNSMessage.responseFlags)
+                // Only keys are kept: the reply is built when it is sent, so a record that changed in the
+                // meantime (a TXT update) never goes out in its stale form.
+                var header = DNSMessage(flags: DNSMessage.responseFlags)
                 if legacy {
-                    // RFC 6762 section 6.7: echo id and questions, cap TTLs, no cache-flush bits.
-                    func legacyForm(_ r: DNSResourceRecord) -> DNSResourceRecord {
-                        var r = r
-                        r.ttl = min(r.ttl, configuration.legacyUnicastTTL)
-                        r.cacheFlush = false
-                        return r
-                    }
-                    answers = answers.map(legacyForm)
-                    extra = extra.map(legacyForm)
-                    reply.id = message.id
-                    reply.questions = message.questions
-                } else {
-                    answers = answers.map { var r = $0; r.cacheFlush = isUnique(r); return r }
+                    header.id = message.id
+                    header.questions = message.questions
                 }
-                reply.answers = answers
-                reply.additionals = extra
-                unicastReplies.append(UnicastReply(due: now + delay, message: reply, destination: .unicast(source, link)))
+                unicastReplies.append(
+                    UnicastReply(
+                        due: now + delay, answers: unicastAnswers.map(key), header: header, legacy: legacy,
+                        destination: .unicast(source, link)))
             } else {
                 statistics.unicastAnswersRefused += 1
                 if !legacy { multicastAnswers += unicastAnswers }
@@ -698,6 +692,31 @@ public struct ResponderStateMachine {
             if let requester { item.requesters.insert(requester) } else { item.unsolicited = true }
             pending[link, default: [:]][k] = item
         }
+    }
+
+    /// The reply with the records as published now; nil if none is published any more.
+    private func build(_ reply: UnicastReply) -> DNSMessage? {
+        let link = reply.destination.link
+        var answers = reply.answers.compactMap { currentRecord(matching: $0, on: link) }
+        guard !answers.isEmpty else { return nil }
+        var extra = additionals(for: answers, on: link)
+        if reply.legacy {
+            // RFC 6762 section 6.7: echo ID and questions, cap TTLs, no cache-flush bits.
+            func legacyForm(_ r: DNSResourceRecord) -> DNSResourceRecord {
+                var r = r
+                r.ttl = min(r.ttl, configuration.legacyUnicastTTL)
+                r.cacheFlush = false
+                return r
+            }
+            answers = answers.map(legacyForm)
+            extra = extra.map(legacyForm)
+        } else {
+            answers = answers.map { var r = $0; r.cacheFlush = isUnique(r); return r }
+        }
+        var message = reply.header
+        message.answers = answers
+        message.additionals = extra
+        return message
     }
 
     private mutating func takeUnicastToken(now: IOInstant) -> Bool {
