@@ -1,1 +1,62 @@
-print("benchmarks: not built yet")
+import Foundation
+import NetLab
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// multipeer-bench: discovery latency, scale, idle CPU and memory of ours against python-zeroconf, measured in the
+// same run inside a throw-away network-namespace lab. See docs/BENCHMARKS.md.
+
+func machineDescription() -> String {
+    var names = utsname()
+    uname(&names)
+    let release = withUnsafeBytes(of: &names.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    return "nproc \(ProcessInfo.processInfo.activeProcessorCount), kernel \(release)"
+}
+
+func runDiscovery(_ options: BenchmarkOptions) throws {
+    let paths = try BenchmarkPaths()
+    var rows: [ResultRow] = []
+    var notes: [String] = []
+    let started = Date()
+    if options.scenarios.contains(7) {
+        let (row, memoryNotes) = try DiscoveryBenchmark.cacheMemory(paths: paths, instances: 1000)
+        rows.append(row)
+        notes += memoryNotes
+    }
+    if !options.scenarios.subtracting([7]).isEmpty {
+        let lab = try NetLab.create(hosts: 6)
+        defer { lab.teardown() }
+        let benchmark = DiscoveryBenchmark(lab: lab, paths: paths, options: options)
+        if options.scenarios.contains(1) || options.scenarios.contains(3) { try benchmark.appearAndLeave() }
+        if options.scenarios.contains(2) { try benchmark.browserStarts() }
+        if options.scenarios.contains(4) { try benchmark.killedAdvertiser() }
+        if options.scenarios.contains(5) { try benchmark.crowd() }
+        if options.scenarios.contains(6) { try benchmark.idleCPU() }
+        rows = benchmark.rows + rows
+        notes = benchmark.notes + notes
+    }
+    rows.sort { $0.label < $1.label }
+    print("multipeer-bench discovery: \(options.runs) runs per scenario and tool, \(machineDescription())")
+    print("started \(ISO8601DateFormatter().string(from: started)), took \(Int(-started.timeIntervalSinceNow)) s")
+    print("baseline: python-zeroconf 0.47 (scripts/interop), same lab, interleaved run by run")
+    for row in rows { print(row.line) }
+    if options.verbose {
+        print("raw per-run values:")
+        for row in rows { row.rawLines.forEach { print($0) } }
+    }
+    if !notes.isEmpty {
+        print("notes:")
+        for note in notes { print("  " + note) }
+    }
+}
+
+do {
+    let options = try BenchmarkOptions(arguments: Array(CommandLine.arguments.dropFirst()))
+    try runDiscovery(options)
+    exit(0)
+} catch {
+    FileHandle.standardError.write(Data("multipeer-bench: \(error)\n".utf8))
+    exit(error is BenchmarkError ? 2 : 1)
+}

@@ -1,7 +1,6 @@
-import MulticastDNS
-
 internal import Foundation
 internal import Glibc
+import MulticastDNS
 
 /// `multipeer advertise SERVICE --name NAME [--info KEY=VALUE]... [--info-file PATH] [--port PORT] [--interface IFNAME]...`
 ///
@@ -45,7 +44,9 @@ struct AdvertiseCommand {
     }
 
     static func entry(_ pair: String, source: String) throws(UsageError) -> TXTEntry {
-        guard let equals = pair.firstIndex(of: "=") else { throw UsageError("\(source) wants KEY=VALUE, not '\(pair)'") }
+        guard let equals = pair.firstIndex(of: "=") else {
+            throw UsageError("\(source) wants KEY=VALUE, not '\(pair)'")
+        }
         return TXTEntry(key: String(pair[..<equals]), value: String(pair[pair.index(after: equals)...]))
     }
 

@@ -22,7 +22,9 @@ struct DemoCommand {
         let clock = ContinuousClock()
         let start = clock.now
         func stamp() -> String {
-            let ms = (clock.now - start).components.attoseconds / 1_000_000_000_000_000 + (clock.now - start).components.seconds * 1000
+            let ms =
+                (clock.now - start).components.attoseconds / 1_000_000_000_000_000 + (clock.now - start).components
+                .seconds * 1000
             let text = String(ms)
             return String(repeating: " ", count: max(0, 6 - text.count)) + text + " ms  "
         }
@@ -32,9 +34,13 @@ struct DemoCommand {
         Output.line(stamp() + "browsing for \(serviceType)")
         let aliceStack = try await MulticastDNSStack(configuration: configuration)
         let bobStack = try await MulticastDNSStack(configuration: configuration)
-        let alice = try await aliceStack.advertise(serviceType, name: "Alice", port: 7001, txt: try TXTRecord(["status": "online"] as KeyValuePairs))
-        let bob = try await bobStack.advertise(serviceType, name: "Bob", port: 7002, txt: try TXTRecord(["status": "online"] as KeyValuePairs))
-        Output.line(stamp() + "Alice and Bob probe for their names and announce (RFC 6762: 0-250 ms wait, 3 probes 250 ms apart)")
+        let alice = try await aliceStack.advertise(
+            serviceType, name: "Alice", port: 7001, txt: try TXTRecord(["status": "online"] as KeyValuePairs))
+        let bob = try await bobStack.advertise(
+            serviceType, name: "Bob", port: 7002, txt: try TXTRecord(["status": "online"] as KeyValuePairs))
+        Output.line(
+            stamp()
+                + "Alice and Bob probe for their names and announce (RFC 6762: 0-250 ms wait, 3 probes 250 ms apart)")
         var events = browser.events.makeAsyncIterator()
         var found = Set<String>()
         var step = 0

@@ -13,7 +13,9 @@ struct DiscoveryOptions {
         configuration.interfaces = loopback ? .loopbackOnly : interfaces.isEmpty ? .all : .named(interfaces)
         if arguments.flag("--ipv4-only") { configuration.useIPv6 = false }
         if arguments.flag("--ipv6-only") { configuration.useIPv4 = false }
-        if !configuration.useIPv4 && !configuration.useIPv6 { throw UsageError("--ipv4-only and --ipv6-only exclude each other") }
+        if !configuration.useIPv4 && !configuration.useIPv6 {
+            throw UsageError("--ipv4-only and --ipv6-only exclude each other")
+        }
     }
 
     /// Parses a service type argument with a usage error that names the broken rule.

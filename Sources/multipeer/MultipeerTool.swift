@@ -12,7 +12,9 @@ struct MultipeerTool {
 
     static var help: String {
         var text = "usage: multipeer COMMAND [OPTIONS]\n\ncommands:\n"
-        for command in commands { text += "  \(command.name.padding(toLength: 10, withPad: " ", startingAt: 0))\(command.summary)\n" }
+        for command in commands {
+            text += "  \(command.name.padding(toLength: 10, withPad: " ", startingAt: 0))\(command.summary)\n"
+        }
         text += "\n"
         for command in commands { text += "  \(command.usage)\n" }
         return text

@@ -37,7 +37,8 @@ enum Output {
             "\(json(entry.key)):\(json(entry.value.map { String(decoding: $0, as: UTF8.self) } ?? ""))"
         }
         let addresses = service.addresses.map { json(addressText($0)) }
-        return "{\"event\":\(json(kind)),\"name\":\(json(service.name)),\"type\":\(json(service.serviceType.description)),"
+        return
+            "{\"event\":\(json(kind)),\"name\":\(json(service.name)),\"type\":\(json(service.serviceType.description)),"
             + "\"info\":{\(info.joined(separator: ","))},\"port\":\(service.port),\"host\":\(json(service.hostName)),"
             + "\"addresses\":[\(addresses.joined(separator: ","))],\"interface\":\(json(service.interfaces.first ?? "")),"
             + "\"interfaces\":[\(service.interfaces.map(json).joined(separator: ","))]}"
@@ -50,7 +51,8 @@ enum Output {
             entry.value.map { "\(entry.key)=\(String(decoding: $0, as: UTF8.self))" } ?? entry.key
         }
         let padded = kind.padding(toLength: 8, withPad: " ", startingAt: 0)
-        return "\(padded)\(service.name)  port \(service.port)  \(service.addresses.map(addressText).joined(separator: " "))"
+        return
+            "\(padded)\(service.name)  port \(service.port)  \(service.addresses.map(addressText).joined(separator: " "))"
             + (info.isEmpty ? "" : "  " + info.joined(separator: " "))
     }
 

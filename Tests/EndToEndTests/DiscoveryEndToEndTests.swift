@@ -72,7 +72,8 @@ struct DiscoveryEndToEndTests {
             // Other updates (an IPv6 address learnt later) may come first; wait for the one with the new TXT.
             var updated: BrowseEvent?
             while updated == nil, ContinuousClock.now - signalled < .seconds(3) {
-                guard let line = await browser.nextLine(timeout: .milliseconds(100)), let event = BrowseEvent(line: line)
+                guard let line = await browser.nextLine(timeout: .milliseconds(100)),
+                    let event = BrowseEvent(line: line)
                 else { continue }
                 if event.event == "updated" && event.name == "Changer" && event.info?["status"] == "busy" {
                     updated = event

@@ -43,13 +43,19 @@ struct BrowserHarness {
     mutating func run(for duration: Duration) { run(until: now + duration) }
 
     mutating func receive(_ records: [DNSResourceRecord], on link: MulticastLink? = nil) {
-        record(machine.receive(DNSMessage(flags: DNSMessage.responseFlags, answers: records), from: source, on: link ?? v4, now: now))
+        record(
+            machine.receive(
+                DNSMessage(flags: DNSMessage.responseFlags, answers: records), from: source, on: link ?? v4, now: now))
     }
 
-    func fullAnswer(port: UInt16 = 7000, txt: [[UInt8]] = [Array("v=1".utf8)], ttl: UInt32 = 4500) -> [DNSResourceRecord] {
+    func fullAnswer(port: UInt16 = 7000, txt: [[UInt8]] = [Array("v=1".utf8)], ttl: UInt32 = 4500)
+        -> [DNSResourceRecord]
+    {
         [
             DNSResourceRecord(name: type, ttl: ttl, data: .ptr(instance)),
-            DNSResourceRecord(name: instance, ttl: 120, cacheFlush: true, data: .srv(priority: 0, weight: 0, port: port, target: host)),
+            DNSResourceRecord(
+                name: instance, ttl: 120, cacheFlush: true, data: .srv(priority: 0, weight: 0, port: port, target: host)
+            ),
             DNSResourceRecord(name: instance, ttl: ttl, cacheFlush: true, data: .txt(txt)),
             DNSResourceRecord(name: host, ttl: 120, cacheFlush: true, data: .a(IPv4Address(198, 18, 0, 20))),
         ]
@@ -129,14 +135,19 @@ struct BrowserStateMachineTests {
         var h = BrowserHarness(configuration: config)
         h.start()
         let at = h.now
-        h.receive(h.fullAnswer(ttl: 100).map { var r = $0; r.ttl = 100; return r })
+        h.receive(
+            h.fullAnswer(ttl: 100).map {
+                var r = $0; r.ttl = 100; return r
+            })
         #expect(h.found.count == 1)
         h.queries.removeAll()
         h.run(for: .seconds(99))
         let refreshes = h.queries.filter { $0.message.questions.contains { $0.type == .srv } }
         let points = refreshes.map { Double(($0.at - at).components.seconds) }
         #expect(points.count == 4)
-        for (point, expected) in zip(points, [80.0, 85, 90, 95]) { #expect(point >= expected - 1 && point <= expected + 2) }
+        for (point, expected) in zip(points, [80.0, 85, 90, 95]) {
+            #expect(point >= expected - 1 && point <= expected + 2)
+        }
         #expect(h.lost.isEmpty)
         h.run(for: .seconds(2))
         #expect(h.lost.count == 1)

@@ -58,7 +58,8 @@ import Testing
 
     @Test func zeroconf047MalformedNSECIsKeptOpaqueAndTheRestOfThePacketIsUsed() throws {
         let message = try decoder.decode(GoldenVectors.zeroconfMalformedNSEC)
-        let nsec = try #require(message.answers.first { $0.type == .nsec } ?? message.additionals.first { $0.type == .nsec })
+        let nsec = try #require(
+            message.answers.first { $0.type == .nsec } ?? message.additionals.first { $0.type == .nsec })
         guard case .unknown(.nsec, let bytes) = nsec.data else {
             Issue.record("malformed NSEC should decode as opaque bytes, got \(nsec.data)")
             return

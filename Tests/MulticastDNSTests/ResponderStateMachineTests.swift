@@ -45,7 +45,9 @@ struct ResponderHarness {
 
     mutating func run(for duration: Duration) { run(until: now + duration) }
 
-    mutating func receive(_ message: DNSMessage, from source: MDNSEndpoint = .init(address: IPAddress("198.18.0.20")!, port: 5353)) {
+    mutating func receive(
+        _ message: DNSMessage, from source: MDNSEndpoint = .init(address: IPAddress("198.18.0.20")!, port: 5353)
+    ) {
         record(machine.receive(message, from: source, on: link, now: now))
     }
 
@@ -126,7 +128,9 @@ struct ResponderStateMachineTests {
         var h = ResponderHarness()
         h.register()
         h.run(for: .milliseconds(260))
-        for (_, message, _) in h.sent { h.receive(message, from: .init(address: IPAddress("198.18.0.10")!, port: 5353)) }
+        for (_, message, _) in h.sent {
+            h.receive(message, from: .init(address: IPAddress("198.18.0.10")!, port: 5353))
+        }
         h.run(for: .seconds(5))
         for (_, message, _) in h.sent where message.isResponse {
             h.receive(message, from: .init(address: IPAddress("198.18.0.10")!, port: 5353))
@@ -137,7 +141,8 @@ struct ResponderStateMachineTests {
     @Test("simultaneous probes: the lexicographically earlier set defers one second, the later one carries on")
     func simultaneousProbeTieBreak() throws {
         // Both propose the same TXT; ours has SRV port 4242, theirs port 9999, which sorts later, so we lose.
-        let txt = DNSResourceRecord(name: try DNSName("Alice._chat._tcp.local."), ttl: 4500, data: .txt([Array("v=1".utf8)]))
+        let txt = DNSResourceRecord(
+            name: try DNSName("Alice._chat._tcp.local."), ttl: 4500, data: .txt([Array("v=1".utf8)]))
         var loser = ResponderHarness()
         loser.register()
         loser.run(for: .milliseconds(260))
@@ -146,7 +151,8 @@ struct ResponderStateMachineTests {
         let theirs = DNSResourceRecord(
             name: loser.instanceName, ttl: 120,
             data: .srv(priority: 0, weight: 0, port: 9999, target: try DNSName("other.local.")))
-        loser.receive(DNSMessage(questions: [DNSQuestion(name: loser.instanceName, type: .any)], authorities: [theirs, txt]))
+        loser.receive(
+            DNSMessage(questions: [DNSQuestion(name: loser.instanceName, type: .any)], authorities: [theirs, txt]))
         let deferredAt = loser.now
         loser.sent.removeAll()
         loser.run(for: .seconds(10))
@@ -161,7 +167,8 @@ struct ResponderStateMachineTests {
             name: winner.instanceName, ttl: 120,
             data: .srv(priority: 0, weight: 0, port: 1, target: try DNSName("other.local.")))
         let before = winner.sent.count
-        winner.receive(DNSMessage(questions: [DNSQuestion(name: winner.instanceName, type: .any)], authorities: [earlier, txt]))
+        winner.receive(
+            DNSMessage(questions: [DNSQuestion(name: winner.instanceName, type: .any)], authorities: [earlier, txt]))
         winner.run(for: .seconds(1))
         // Carries on: the remaining probes and the first announcement within a second.
         #expect(winner.sent.count > before)
@@ -237,7 +244,9 @@ struct ResponderStateMachineTests {
         var h = ResponderHarness()
         h.establish()
         let querier = MDNSEndpoint(address: IPAddress("198.18.0.20")!, port: 5353)
-        h.receive(DNSMessage(questions: [DNSQuestion(name: h.instanceName, type: .srv, unicastResponse: true)]), from: querier)
+        h.receive(
+            DNSMessage(questions: [DNSQuestion(name: h.instanceName, type: .srv, unicastResponse: true)]), from: querier
+        )
         #expect(h.sent.count == 1)
         #expect(h.sent[0].destination == .unicast(querier, h.link))
     }
@@ -248,7 +257,9 @@ struct ResponderStateMachineTests {
         h.establish()
         let querier = MDNSEndpoint(address: IPAddress("198.18.0.20")!, port: 5353)
         h.receive(
-            DNSMessage(questions: [DNSQuestion(name: try DNSName("_chat._tcp.local."), type: .ptr, unicastResponse: true)]),
+            DNSMessage(questions: [
+                DNSQuestion(name: try DNSName("_chat._tcp.local."), type: .ptr, unicastResponse: true)
+            ]),
             from: querier)
         #expect(h.sent.isEmpty, "a shared answer waits 20-120 ms")
         h.record(h.machine.updateTXT([Array("v=2".utf8)], for: h.id!, now: h.now))
@@ -280,7 +291,8 @@ struct ResponderStateMachineTests {
         h.establish()
         for i in 0..<200 {
             let source = MDNSEndpoint(address: .v4(IPv4Address(198, 18, 1, UInt8(i % 250))), port: 40000)
-            h.receive(DNSMessage(id: UInt16(i), questions: [DNSQuestion(name: h.instanceName, type: .srv)]), from: source)
+            h.receive(
+                DNSMessage(id: UInt16(i), questions: [DNSQuestion(name: h.instanceName, type: .srv)]), from: source)
         }
         h.run(for: .milliseconds(1))
         #expect(h.sent.filter { if case .unicast = $0.destination { true } else { false } }.count == 10)
@@ -304,7 +316,8 @@ struct ResponderStateMachineTests {
         h.establish()
         h.run(for: .seconds(2))
         let theirs = DNSResourceRecord(
-            name: h.instanceName, ttl: 120, data: .srv(priority: 0, weight: 0, port: 1, target: try DNSName("x.local.")))
+            name: h.instanceName, ttl: 120, data: .srv(priority: 0, weight: 0, port: 1, target: try DNSName("x.local."))
+        )
         h.receive(DNSMessage(questions: [DNSQuestion(name: h.instanceName, type: .any)], authorities: [theirs]))
         let reply = try #require(h.sent.first { $0.message.isResponse })
         #expect(reply.at == h.now)
@@ -343,7 +356,8 @@ struct ResponderStateMachineTests {
         var h = ResponderHarness()
         h.register()
         h.run(for: .milliseconds(300))
-        let other = DNSResourceRecord(name: h.hostName, ttl: 120, cacheFlush: true, data: .a(IPv4Address(198, 18, 0, 99)))
+        let other = DNSResourceRecord(
+            name: h.hostName, ttl: 120, cacheFlush: true, data: .a(IPv4Address(198, 18, 0, 99)))
         h.receive(DNSMessage(flags: DNSMessage.responseFlags, answers: [other]))
         #expect(h.events.map(\.event) == [.hostRenamed(from: "host-a.local.", to: "host-a-2.local.")])
         h.run(for: .seconds(5))

@@ -101,7 +101,9 @@ public struct BrowserStateMachine {
     }
 
     /// Handles one received packet.
-    public mutating func receive(_ message: DNSMessage, from source: MDNSEndpoint, on link: MulticastLink, now: IOInstant)
+    public mutating func receive(
+        _ message: DNSMessage, from source: MDNSEndpoint, on link: MulticastLink, now: IOInstant
+    )
         -> [Action]
     {
         guard links.contains(link), message.opcode == 0 else { return [] }
@@ -114,7 +116,9 @@ public struct BrowserStateMachine {
             // RFC 6762 section 7.3: another querier asked our question, listing no known answer we lack, so
             // the answers it triggers serve us too: treat our own imminent query as sent.
             if !firstQuery, let next = nextQuery,
-                message.questions.contains(where: { $0.name == serviceType && ($0.type == .ptr || $0.type == .any) && !$0.unicastResponse }),
+                message.questions.contains(where: {
+                    $0.name == serviceType && ($0.type == .ptr || $0.type == .any) && !$0.unicastResponse
+                }),
                 next - now < .seconds(1)
             {
                 let ours = Set(knownAnswers(on: link, now: now).map(cacheKeyRecord))
@@ -178,7 +182,8 @@ public struct BrowserStateMachine {
             guard let first = entry.refreshAt.first else { continue }
             if first <= now { anyDue = true }
             if first <= horizon {
-                refreshNames[key.link, default: []].insert(DNSQuestion(name: entry.record.name, type: entry.record.type))
+                refreshNames[key.link, default: []].insert(
+                    DNSQuestion(name: entry.record.name, type: entry.record.type))
             }
         }
         // Resolution queries.
@@ -260,11 +265,14 @@ public struct BrowserStateMachine {
 
     private mutating func recomputeCacheWakeup() {
         cacheWakeup = nil
-        for (_, entry) in cache.all { noteCacheEvent(entry.refreshAt.first.map { min($0, entry.expiresAt) } ?? entry.expiresAt) }
+        for (_, entry) in cache.all {
+            noteCacheEvent(entry.refreshAt.first.map { min($0, entry.expiresAt) } ?? entry.expiresAt)
+        }
     }
 
     private func cacheKeyRecord(_ record: DNSResourceRecord) -> DNSResourceRecord {
-        DNSResourceRecord(name: record.name, ttl: 0, cacheFlush: false, recordClass: record.recordClass, data: record.data)
+        DNSResourceRecord(
+            name: record.name, ttl: 0, cacheFlush: false, recordClass: record.recordClass, data: record.data)
     }
 
     /// PTR records for our type with more than half their TTL left (RFC 6762 section 7.1).
@@ -284,7 +292,8 @@ public struct BrowserStateMachine {
     private func isRelevant(_ record: DNSResourceRecord, targets: Set<DNSName>) -> Bool {
         switch record.data {
         case .ptr: return record.name == serviceType
-        case .srv, .txt: return record.name.parent == serviceType && record.name.labels.count == serviceType.labels.count + 1
+        case .srv, .txt:
+            return record.name.parent == serviceType && record.name.labels.count == serviceType.labels.count + 1
         case .a, .aaaa: return targets.contains(record.name)
         default: return false
         }
@@ -301,14 +310,18 @@ public struct BrowserStateMachine {
     }
 
     /// Caches the relevant records of a packet; returns the instances whose view may have changed.
-    private mutating func absorb(_ records: [DNSResourceRecord], on link: MulticastLink, now: IOInstant) -> Set<DNSName> {
+    private mutating func absorb(_ records: [DNSResourceRecord], on link: MulticastLink, now: IOInstant) -> Set<DNSName>
+    {
         var dirty = Set<DNSName>()
         // Service records first, so addresses in the same packet find their SRV target.
-        let ordered = records.filter { $0.type != .a && $0.type != .aaaa } + records.filter { $0.type == .a || $0.type == .aaaa }
+        let ordered =
+            records.filter { $0.type != .a && $0.type != .aaaa } + records.filter { $0.type == .a || $0.type == .aaaa }
         var targets = hostTargets()
         for record in ordered {
             guard record.recordClass == dnsClassIN else { continue }
-            if case .srv(_, _, _, let target) = record.data, isRelevant(record, targets: targets) { targets.insert(target) }
+            if case .srv(_, _, _, let target) = record.data, isRelevant(record, targets: targets) {
+                targets.insert(target)
+            }
             guard isRelevant(record, targets: targets) else { continue }
             let key = RecordCache.key(record, on: link)
             if let instance = instanceName(of: record) {
@@ -350,7 +363,8 @@ public struct BrowserStateMachine {
             }
             var stored = record
             stored.cacheFlush = false
-            cache[key] = RecordCache.Entry(record: stored, receivedAt: now, expiresAt: now + lifetime, refreshAt: refresh, dead: false)
+            cache[key] = RecordCache.Entry(
+                record: stored, receivedAt: now, expiresAt: now + lifetime, refreshAt: refresh, dead: false)
             noteCacheEvent(refresh.first.map { min($0, now + lifetime) } ?? now + lifetime)
             // Anything about an instance shows it is alive.
             if let instance = instanceName(of: record) {
@@ -396,8 +410,14 @@ public struct BrowserStateMachine {
         var addresses = Set<DiscoveredAddress>()
         for (link, entry) in live(.a, named: target) + live(.aaaa, named: target) {
             switch entry.record.data {
-            case .a(let a): addresses.insert(DiscoveredAddress(address: .v4(a), interfaceIndex: link.interfaceIndex, interfaceName: link.interfaceName))
-            case .aaaa(let a): addresses.insert(DiscoveredAddress(address: .v6(a), interfaceIndex: link.interfaceIndex, interfaceName: link.interfaceName))
+            case .a(let a):
+                addresses.insert(
+                    DiscoveredAddress(
+                        address: .v4(a), interfaceIndex: link.interfaceIndex, interfaceName: link.interfaceName))
+            case .aaaa(let a):
+                addresses.insert(
+                    DiscoveredAddress(
+                        address: .v6(a), interfaceIndex: link.interfaceIndex, interfaceName: link.interfaceName))
             default: break
             }
         }

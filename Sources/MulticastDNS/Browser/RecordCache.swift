@@ -23,7 +23,9 @@ struct RecordCache {
     private(set) var count = 0
 
     static func key(_ record: DNSResourceRecord, on link: MulticastLink) -> Key {
-        Key(link: link, record: DNSResourceRecord(name: record.name, ttl: 0, recordClass: record.recordClass, data: record.data))
+        Key(
+            link: link,
+            record: DNSResourceRecord(name: record.name, ttl: 0, recordClass: record.recordClass, data: record.data))
     }
 
     subscript(key: Key) -> Entry? {

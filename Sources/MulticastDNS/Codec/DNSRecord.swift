@@ -83,7 +83,9 @@ public struct DNSResourceRecord: Hashable, Sendable, CustomStringConvertible {
     public var type: DNSRecordType { data.type }
 
     /// Creates a record.
-    public init(name: DNSName, ttl: UInt32, cacheFlush: Bool = false, recordClass: UInt16 = dnsClassIN, data: DNSRecordData) {
+    public init(
+        name: DNSName, ttl: UInt32, cacheFlush: Bool = false, recordClass: UInt16 = dnsClassIN, data: DNSRecordData
+    ) {
         self.name = name
         self.ttl = ttl
         self.cacheFlush = cacheFlush

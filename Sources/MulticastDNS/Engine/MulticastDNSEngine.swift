@@ -1,6 +1,6 @@
 internal import Glibc
-internal import Synchronization
 import MultipeerIO
+internal import Synchronization
 
 /// The owner of the sockets, the interface monitor, the responder and the browsers: it feeds packets and
 /// timer ticks to the state machines and performs the actions they return.
@@ -185,7 +185,10 @@ final class MulticastDNSEngine: @unchecked Sendable {
         }
         let message: DNSMessage
         do {
-            guard !datagram.truncated else { throw DNSDecodingError.messageTooLarge(size: datagram.bytes.count, limit: decoder.limits.maximumMessageSize) }
+            guard !datagram.truncated else {
+                throw DNSDecodingError.messageTooLarge(
+                    size: datagram.bytes.count, limit: decoder.limits.maximumMessageSize)
+            }
             message = try decoder.decode(datagram.bytes)
         } catch {
             counters.withLock {

@@ -1,5 +1,5 @@
-internal import Synchronization
 public import MultipeerIO
+internal import Synchronization
 
 /// Multicast DNS service discovery on this host: advertise services and browse for them.
 ///
@@ -98,7 +98,8 @@ public final class MulticastDNSStack: Sendable {
         }
         switch result {
         case .success(let id):
-            return ServiceAdvertisement(engine: engine, id: id, type: type, port: port, events: stream, name: currentName)
+            return ServiceAdvertisement(
+                engine: engine, id: id, type: type, port: port, events: stream, name: currentName)
         case .failure(let error):
             continuation.finish()
             throw error

@@ -268,7 +268,9 @@ public struct ResponderStateMachine {
         switch entry.phase {
         case .probing(let sent, let next) where next <= now:
             if sent < configuration.probeCount {
-                for link in links.keys.sorted() { send(probe(for: entry, on: link, first: sent == 0), .multicast(link), &actions) }
+                for link in links.keys.sorted() {
+                    send(probe(for: entry, on: link, first: sent == 0), .multicast(link), &actions)
+                }
                 entry.phase = .probing(sent: sent + 1, next: now + configuration.probeInterval)
             } else {
                 entry.phase = .announcing(sent: 0, next: now)
@@ -291,7 +293,9 @@ public struct ResponderStateMachine {
                 actions.append(.event(.registered(id, name: entry.service.instanceName)))
             }
             let interval = configuration.announceInterval * (1 << min(sent, 16))
-            entry.phase = sent + 1 >= configuration.announceCount ? .established : .announcing(sent: sent + 1, next: now + interval)
+            entry.phase =
+                sent + 1 >= configuration.announceCount
+                ? .established : .announcing(sent: sent + 1, next: now + interval)
         case .goodbye(let sent, let next) where next <= now:
             for link in links.keys.sorted() {
                 var records = sharedAndServiceRecords(entry, includeHost: isLastAnnounced(id), on: link)
@@ -346,17 +350,22 @@ public struct ResponderStateMachine {
             if pending[link]!.isEmpty { pending[link] = nil }
             guard !answers.isEmpty else { continue }
             answers.sort { sortKey($0) < sortKey($1) }
-            send(response(answers: answers, additionals: additionals(for: answers, on: link)), .multicast(link), &actions)
+            send(
+                response(answers: answers, additionals: additionals(for: answers, on: link)), .multicast(link), &actions
+            )
         }
     }
 
     // MARK: - Records
 
     private func key(_ record: DNSResourceRecord) -> DNSResourceRecord {
-        DNSResourceRecord(name: record.name, ttl: 0, cacheFlush: false, recordClass: record.recordClass, data: record.data)
+        DNSResourceRecord(
+            name: record.name, ttl: 0, cacheFlush: false, recordClass: record.recordClass, data: record.data)
     }
 
-    private func sortKey(_ record: DNSResourceRecord) -> String { "\(record.type.rawValue) \(record.name) \(record.data)" }
+    private func sortKey(_ record: DNSResourceRecord) -> String {
+        "\(record.type.rawValue) \(record.name) \(record.data)"
+    }
 
     private func addresses(on link: MulticastLink) -> [IPAddress] {
         (links[link] ?? []).sorted()
@@ -382,15 +391,18 @@ public struct ResponderStateMachine {
             DNSResourceRecord(
                 name: entry.instanceName, ttl: configuration.hostRecordTTL,
                 data: .srv(priority: 0, weight: 0, port: entry.service.port, target: hostName)),
-            DNSResourceRecord(name: entry.instanceName, ttl: configuration.otherRecordTTL, data: .txt(entry.service.txt)),
+            DNSResourceRecord(
+                name: entry.instanceName, ttl: configuration.otherRecordTTL, data: .txt(entry.service.txt)),
         ]
     }
 
     private func sharedRecords(_ entry: Entry) -> [DNSResourceRecord] {
         [
-            DNSResourceRecord(name: entry.service.serviceType, ttl: configuration.otherRecordTTL, data: .ptr(entry.instanceName)),
             DNSResourceRecord(
-                name: ServiceType.enumerationName, ttl: configuration.otherRecordTTL, data: .ptr(entry.service.serviceType)),
+                name: entry.service.serviceType, ttl: configuration.otherRecordTTL, data: .ptr(entry.instanceName)),
+            DNSResourceRecord(
+                name: ServiceType.enumerationName, ttl: configuration.otherRecordTTL,
+                data: .ptr(entry.service.serviceType)),
         ]
     }
 
@@ -398,12 +410,15 @@ public struct ResponderStateMachine {
         sharedRecords(entry) + uniqueServiceRecords(entry) + hostRecords(on: link)
     }
 
-    private func sharedAndServiceRecords(_ entry: Entry, includeHost: Bool, on link: MulticastLink) -> [DNSResourceRecord] {
+    private func sharedAndServiceRecords(_ entry: Entry, includeHost: Bool, on link: MulticastLink)
+        -> [DNSResourceRecord]
+    {
         var records = [sharedRecords(entry)[0]] + uniqueServiceRecords(entry)
         if includeHost { records += hostRecords(on: link) }
         // The enumeration PTR stays while another live service of the same type remains.
         let typeStillServed = entries.values.contains {
-            $0.instanceName != entry.instanceName && $0.announcedOnce && !isGoingAway($0) && $0.service.serviceType == entry.service.serviceType
+            $0.instanceName != entry.instanceName && $0.announcedOnce && !isGoingAway($0)
+                && $0.service.serviceType == entry.service.serviceType
         }
         if !typeStillServed { records.append(sharedRecords(entry)[1]) }
         return records
@@ -600,7 +615,9 @@ public struct ResponderStateMachine {
 
     // MARK: - Received queries
 
-    private mutating func handleQuery(_ message: DNSMessage, from source: MDNSEndpoint, on link: MulticastLink, now: IOInstant) {
+    private mutating func handleQuery(
+        _ message: DNSMessage, from source: MDNSEndpoint, on link: MulticastLink, now: IOInstant
+    ) {
         if !message.authorities.isEmpty { handleProbe(message, on: link, now: now) }
         let legacy = source.port != mdnsPort
         let knownAnswers = Set(message.answers.filter { $0.ttl > 0 }.map(key))
@@ -609,8 +626,11 @@ public struct ResponderStateMachine {
 
         // Known answers in a follow-up packet cancel answers this querier's earlier packet scheduled.
         if let items = pending[link] {
-            for (record, item) in items where knownAnswers.contains(record) && item.requesters.contains(source.address) {
-                guard let ours = currentRecord(matching: record, on: link), knownTTL[record]! >= ours.ttl / 2 else { continue }
+            for (record, item) in items where knownAnswers.contains(record) && item.requesters.contains(source.address)
+            {
+                guard let ours = currentRecord(matching: record, on: link), knownTTL[record]! >= ours.ttl / 2 else {
+                    continue
+                }
                 var updated = item
                 updated.requesters.remove(source.address)
                 if updated.requesters.isEmpty && !updated.unsolicited {
@@ -648,7 +668,8 @@ public struct ResponderStateMachine {
         if !unicastAnswers.isEmpty {
             if takeUnicastToken(now: now) {
                 let allUnique = unicastAnswers.allSatisfy(isUnique)
-                let delay = allUnique ? Duration.zero : random.milliseconds(in: configuration.sharedAnswerDelayMilliseconds)
+                let delay =
+                    allUnique ? Duration.zero : random.milliseconds(in: configuration.sharedAnswerDelayMilliseconds)
                 // Only keys are kept: the reply is built when it is sent, so a record that changed in the
                 // meantime (a TXT update) never goes out in its stale form.
                 var header = DNSMessage(flags: DNSMessage.responseFlags)
@@ -711,7 +732,9 @@ public struct ResponderStateMachine {
             answers = answers.map(legacyForm)
             extra = extra.map(legacyForm)
         } else {
-            answers = answers.map { var r = $0; r.cacheFlush = isUnique(r); return r }
+            answers = answers.map {
+                var r = $0; r.cacheFlush = isUnique(r); return r
+            }
         }
         var message = reply.header
         message.answers = answers
@@ -747,7 +770,9 @@ public struct ResponderStateMachine {
                 case .announcing, .established:
                     // Defend the name at once, at most every 250 ms (RFC 6762 sections 6 and 8.1).
                     if Set(ours.map(key)) != Set(theirs.map(key)) {
-                        schedule(ours, on: link, at: now, requester: nil, now: now, rateLimit: configuration.probeDefenseRateLimit)
+                        schedule(
+                            ours, on: link, at: now, requester: nil, now: now,
+                            rateLimit: configuration.probeDefenseRateLimit)
                     }
                 default:
                     break
