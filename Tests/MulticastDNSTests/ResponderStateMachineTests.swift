@@ -336,6 +336,18 @@ struct ResponderStateMachineTests {
         #expect(h.sent.count == 3)
     }
 
+    @Test("rate-limit history stays bounded however often the TXT record changes")
+    func historyStaysBounded() throws {
+        var h = ResponderHarness()
+        h.establish()
+        let baseline = h.machine.rateLimitHistoryCount
+        for version in 0..<200 {
+            h.record(h.machine.updateTXT([Array("v=\(version)".utf8)], for: h.id!, now: h.now))
+            h.run(for: .seconds(4))
+        }
+        #expect(h.machine.rateLimitHistoryCount <= baseline + 1)
+    }
+
     @Test("stop sends goodbyes with TTL 0 twice, then reports unregistered")
     func goodbye() throws {
         var h = ResponderHarness()

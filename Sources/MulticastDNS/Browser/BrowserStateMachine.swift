@@ -289,24 +289,14 @@ public struct BrowserStateMachine {
         }.sorted { "\($0.data)" < "\($1.data)" }
     }
 
-    private func isRelevant(_ record: DNSResourceRecord, targets: Set<DNSName>) -> Bool {
+    private func isRelevant(_ record: DNSResourceRecord) -> Bool {
         switch record.data {
         case .ptr: return record.name == serviceType
         case .srv, .txt:
             return record.name.parent == serviceType && record.name.labels.count == serviceType.labels.count + 1
-        case .a, .aaaa: return targets.contains(record.name)
+        case .a, .aaaa: return cache.isSRVTarget(record.name)
         default: return false
         }
-    }
-
-    private func hostTargets() -> Set<DNSName> {
-        var targets = Set<DNSName>()
-        for name in cache.names where name.parent == serviceType {
-            for (_, entry) in cache.live(.srv, named: name) {
-                if case .srv(_, _, _, let target) = entry.record.data { targets.insert(target) }
-            }
-        }
-        return targets
     }
 
     /// Caches the relevant records of a packet; returns the instances whose view may have changed.
@@ -316,24 +306,14 @@ public struct BrowserStateMachine {
         // Service records first, so addresses in the same packet find their SRV target.
         let ordered =
             records.filter { $0.type != .a && $0.type != .aaaa } + records.filter { $0.type == .a || $0.type == .aaaa }
-        var targets = hostTargets()
         for record in ordered {
-            guard record.recordClass == dnsClassIN else { continue }
-            if case .srv(_, _, _, let target) = record.data, isRelevant(record, targets: targets) {
-                targets.insert(target)
-            }
-            guard isRelevant(record, targets: targets) else { continue }
+            // SRV records are cached before the addresses of the same packet are judged relevant.
+            guard record.recordClass == dnsClassIN, isRelevant(record) else { continue }
             let key = RecordCache.key(record, on: link)
             if let instance = instanceName(of: record) {
                 dirty.insert(instance)
-            } else {
-                for name in instances.keys {
-                    if case .srv(_, _, _, let target)? = cache.live(.srv, named: name).first?.entry.record.data,
-                        target == record.name
-                    {
-                        dirty.insert(name)
-                    }
-                }
+            } else if let owners = cache.owners(ofTarget: record.name) {
+                dirty.formUnion(owners)
             }
             if record.cacheFlush {
                 // RFC 6762 section 10.2: other data for this name and type, older than a second, is stale.
@@ -390,7 +370,7 @@ public struct BrowserStateMachine {
         let host = instances[name]?.reported?.hostName
         for (key, _) in cache.entries(named: name) { cache[key] = nil }
         for (key, _) in cache.entries(named: serviceType) where key.record.data == .ptr(name) { cache[key] = nil }
-        if let host, !hostTargets().contains(host) {
+        if let host, !cache.isSRVTarget(host) {
             for (key, _) in cache.entries(named: host) { cache[key] = nil }
         }
     }
@@ -492,7 +472,8 @@ public struct BrowserStateMachine {
                 actions.append(.event(.found(snapshot)))
             case (let old?, let snapshot?) where old != snapshot:
                 state.reported = snapshot
-                actions.append(.event(.updated(snapshot)))
+                // Learning the same records over a second address family is not news to the user.
+                if !old.looksTheSame(as: snapshot) { actions.append(.event(.updated(snapshot))) }
             case (let old?, nil):
                 actions.append(.event(.lost(old)))
                 state.reported = nil

@@ -32,6 +32,15 @@ public struct DiscoveredInstance: Hashable, Sendable {
     }
 }
 
+extension DiscoveredInstance {
+    /// `true` if the two differ at most in which address families the instance was seen on.
+    func looksTheSame(as other: DiscoveredInstance) -> Bool {
+        name == other.name && fullName == other.fullName && hostName == other.hostName && port == other.port
+            && txt == other.txt && addresses == other.addresses
+            && Set(links.map(\.interfaceIndex)) == Set(other.links.map(\.interfaceIndex))
+    }
+}
+
 /// An address of a discovered host and where it was learnt.
 public struct DiscoveredAddress: Hashable, Sendable, Comparable {
     /// The address.

@@ -21,6 +21,9 @@ struct RecordCache {
 
     private var byName: [DNSName: [Key: Entry]] = [:]
     private(set) var count = 0
+    /// SRV target host → owner instance → number of cached SRV entries, so "which instances use this
+    /// host" is a lookup rather than a scan of the cache.
+    private var ownersByTarget: [DNSName: [DNSName: Int]] = [:]
 
     static func key(_ record: DNSResourceRecord, on link: MulticastLink) -> Key {
         Key(
@@ -37,12 +40,30 @@ struct RecordCache {
                 byName[key.record.name]![key] = nil
                 if byName[key.record.name]!.isEmpty { byName[key.record.name] = nil }
                 count -= 1
+                index(key, delta: -1)
             } else {
                 byName[key.record.name, default: [:]][key] = newValue
-                if old == nil { count += 1 }
+                if old == nil {
+                    count += 1
+                    index(key, delta: 1)
+                }
             }
         }
     }
+
+    private mutating func index(_ key: Key, delta: Int) {
+        guard case .srv(_, _, _, let target) = key.record.data else { return }
+        let owner = key.record.name
+        let updated = (ownersByTarget[target]?[owner] ?? 0) + delta
+        ownersByTarget[target, default: [:]][owner] = updated > 0 ? updated : nil
+        if ownersByTarget[target]!.isEmpty { ownersByTarget[target] = nil }
+    }
+
+    /// `true` if a cached SRV record (live or in its goodbye grace) points at `host`.
+    func isSRVTarget(_ host: DNSName) -> Bool { ownersByTarget[host] != nil }
+
+    /// The instances whose cached SRV records point at `host`.
+    func owners(ofTarget host: DNSName) -> Dictionary<DNSName, Int>.Keys? { ownersByTarget[host]?.keys }
 
     /// Every record owned by `name`.
     func entries(named name: DNSName) -> [Key: Entry] { byName[name] ?? [:] }
@@ -61,10 +82,8 @@ struct RecordCache {
     }
 
     mutating func removeAll(where shouldRemove: (Key, Entry) -> Bool) {
-        for (name, entries) in byName {
-            let kept = entries.filter { !shouldRemove($0.key, $0.value) }
-            count -= entries.count - kept.count
-            byName[name] = kept.isEmpty ? nil : kept
+        for (_, entries) in byName {
+            for (key, entry) in entries where shouldRemove(key, entry) { self[key] = nil }
         }
     }
 

@@ -178,6 +178,8 @@ public struct ResponderStateMachine {
     public mutating func updateTXT(_ txt: [[UInt8]], for id: ServiceID, now: IOInstant) -> [Action] {
         guard var entry = entries[id], entry.service.txt != txt else { return [] }
         entry.service.txt = txt
+        entries[id] = entry
+        forgetUnpublishedRecords()
         switch entry.phase {
         case .announcing, .established: entry.phase = .announcing(sent: 0, next: now)
         case .probing, .goodbye: break
@@ -310,6 +312,7 @@ public struct ResponderStateMachine {
                 for link in pending.keys {
                     pending[link] = pending[link]?.filter { !belongs($0.key, to: entry) }
                 }
+                forgetUnpublishedRecords()
                 actions.append(.event(.unregistered(id)))
                 return
             }
@@ -319,6 +322,17 @@ public struct ResponderStateMachine {
         }
         entries[id] = entry
     }
+
+    /// Drops rate-limit history of records no longer published (an old TXT record, a withdrawn service), so
+    /// the history stays as large as what is published, however often the TXT record changes.
+    private mutating func forgetUnpublishedRecords() {
+        for link in lastMulticast.keys {
+            lastMulticast[link] = lastMulticast[link]!.filter { currentRecord(matching: $0.key, on: link) != nil }
+        }
+    }
+
+    /// Entries in the rate-limit history, for tests.
+    var rateLimitHistoryCount: Int { lastMulticast.values.reduce(0) { $0 + $1.count } }
 
     private func isLastAnnounced(_ id: ServiceID) -> Bool {
         !entries.contains { $0.key != id && $0.value.announcedOnce && !isGoingAway($0.value) }
