@@ -56,6 +56,17 @@ import Testing
         #expect(!message.isResponse)
     }
 
+    @Test func opaqueNSECSurvivesReEncodingIntoAnotherLayout() throws {
+        // The malformed NSEC's next name is a compression pointer; kept verbatim it would point elsewhere once
+        // re-encoded (found by the fuzzer). It is stored uncompressed instead.
+        let first = try decoder.decode(GoldenVectors.zeroconfMalformedNSEC)
+        var reordered = first
+        reordered.answers = first.additionals.reversed()
+        reordered.additionals = first.answers
+        let second = try decoder.decode(try DNSMessageEncoder().encode(reordered))
+        #expect(second == reordered)
+    }
+
     @Test func zeroconf047MalformedNSECIsKeptOpaqueAndTheRestOfThePacketIsUsed() throws {
         let message = try decoder.decode(GoldenVectors.zeroconfMalformedNSEC)
         let nsec = try #require(

@@ -189,8 +189,12 @@ struct DNSReader {
             // python-zeroconf before 0.71 writes NSEC bitmaps with 16-bit window and length fields. The record's
             // length is right, so the packet's framing holds: keep that one record as opaque bytes and use the
             // rest of the packet, rather than losing every answer it carries.
+            // The next name is stored uncompressed, so the opaque bytes still mean the same once re-encoded
+            // into another message (a compression pointer would point somewhere else there).
             offset = start
-            data = .unknown(type: .nsec, bytes: try readBytes(length))
+            var writer = DNSWriter(compressing: false)
+            writer.writeName(try readName())
+            data = .unknown(type: .nsec, bytes: writer.bytes + (try readBytes(end - offset)))
         }
         guard offset == end else {
             throw .rdataLengthMismatch(type: type, declared: length, used: offset - start)
