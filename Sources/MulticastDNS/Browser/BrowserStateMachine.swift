@@ -35,6 +35,9 @@ public struct BrowserStateMachine {
     private var cache = RecordCache()
     /// No cache entry expires or needs a refresh before this instant (it may be early, never late).
     private var cacheWakeup: IOInstant?
+    /// No instance needs resolving, a liveness check or a lost-timeout check before this instant (it may be
+    /// early, never late), so a packet does not cost a pass over every instance.
+    private var instanceWakeup: IOInstant?
     private var instances: [DNSName: InstanceState] = [:]
     private var nextQuery: IOInstant?
     private var queryInterval: Duration
@@ -140,11 +143,7 @@ public struct BrowserStateMachine {
             if deadline == nil || instant < deadline! { deadline = instant }
         }
         consider(cacheWakeup)
-        for (name, state) in instances {
-            consider(state.nextResolve)
-            if state.reported != nil, let check = livenessCheckTime(name, state) { consider(check) }
-            if state.reported != nil, let timeout = configuration.lostTimeout { consider(state.lastHeard + timeout) }
-        }
+        consider(instanceWakeup)
         return deadline
     }
 
@@ -161,8 +160,9 @@ public struct BrowserStateMachine {
             cache.removeAll { _, entry in entry.expiresAt <= now }
             expiredAny = cache.count != before
         }
+        let instancesDue = instanceWakeup.map { $0 <= horizon } ?? false
         // Liveness: an instance silent past the lost timeout is dropped.
-        if let timeout = configuration.lostTimeout {
+        if instancesDue, let timeout = configuration.lostTimeout {
             for (name, state) in instances where state.reported != nil && now - state.lastHeard >= timeout {
                 forget(instance: name, now: now)
                 expiredAny = true
@@ -188,7 +188,7 @@ public struct BrowserStateMachine {
         }
         // Resolution queries.
         var resolveNames: Set<DNSQuestion> = []
-        for (name, state) in instances {
+        for (name, state) in instancesDue ? instances : [:] {
             guard let due = state.nextResolve, due <= now else { continue }
             anyDue = true
             resolveNames.formUnion(resolveQuestions(for: name, now: now))
@@ -196,14 +196,14 @@ public struct BrowserStateMachine {
             updated.resolveAttempts += 1
             updated.nextResolve = now + .seconds(1) * (1 << min(updated.resolveAttempts, 5))
             if updated.resolveAttempts > 6 { updated.nextResolve = nil }
-            instances[name] = updated
+            store(updated, for: name)
         }
         // Liveness queries: ask for the SRV record without listing it as a known answer, so a live
         // responder must answer.
         var livenessNames: Set<DNSQuestion> = []
         var livenessChecks: [DNSName: IOInstant] = [:]
         var livenessDue = false
-        for (name, state) in instances where state.reported != nil {
+        for (name, state) in instancesDue ? instances : [:] where state.reported != nil {
             guard let check = livenessCheckTime(name, state) else { continue }
             if check <= now { livenessDue = true }
             if check <= horizon {
@@ -214,6 +214,7 @@ public struct BrowserStateMachine {
         if !periodic, let next = nextQuery, next <= now { periodic = true }
         guard periodic || anyDue || livenessDue else {
             if cacheDue { recomputeCacheWakeup() }
+            if instancesDue { recomputeInstanceWakeup() }
             return actions
         }
         if !livenessNames.isEmpty { statistics.livenessQueries += 1 }
@@ -242,6 +243,7 @@ public struct BrowserStateMachine {
             }
         }
         if cacheDue { recomputeCacheWakeup() }
+        if instancesDue { recomputeInstanceWakeup() }
         if periodic {
             firstQuery = false
             nextQuery = now + queryInterval
@@ -261,6 +263,37 @@ public struct BrowserStateMachine {
 
     private mutating func noteCacheEvent(_ instant: IOInstant) {
         if cacheWakeup == nil || instant < cacheWakeup! { cacheWakeup = instant }
+    }
+
+    /// The earliest instant an instance needs attention: resolution, a liveness check or its lost timeout.
+    private func wakeup(for name: DNSName, _ state: InstanceState) -> IOInstant? {
+        var earliest = state.nextResolve
+        func consider(_ instant: IOInstant?) {
+            guard let instant else { return }
+            if earliest == nil || instant < earliest! { earliest = instant }
+        }
+        if state.reported != nil {
+            consider(livenessCheckTime(name, state))
+            if let timeout = configuration.lostTimeout { consider(state.lastHeard + timeout) }
+        }
+        return earliest
+    }
+
+    /// Stores an instance's state and lowers ``instanceWakeup`` if it needs attention sooner.
+    private mutating func store(_ state: InstanceState, for name: DNSName) {
+        instances[name] = state
+        if let instant = wakeup(for: name, state), instanceWakeup == nil || instant < instanceWakeup! {
+            instanceWakeup = instant
+        }
+    }
+
+    private mutating func recomputeInstanceWakeup() {
+        instanceWakeup = nil
+        for (name, state) in instances {
+            if let instant = wakeup(for: name, state), instanceWakeup == nil || instant < instanceWakeup! {
+                instanceWakeup = instant
+            }
+        }
     }
 
     private mutating func recomputeCacheWakeup() {
@@ -458,7 +491,7 @@ public struct BrowserStateMachine {
                 statistics.instancesDroppedLimit += 1
                 continue
             }
-            instances[name] = InstanceState(reported: nil, lastHeard: now, nextResolve: now)
+            store(InstanceState(reported: nil, lastHeard: now, nextResolve: now), for: name)
         }
         let candidates = only.map { $0.filter { instances[$0] != nil } } ?? Set(instances.keys)
         for name in candidates.sorted(by: { $0.description < $1.description }) {
@@ -498,7 +531,7 @@ public struct BrowserStateMachine {
             default:
                 break
             }
-            instances[name] = state
+            store(state, for: name)
         }
         return actions
     }
