@@ -361,6 +361,10 @@ final class MulticastDNSEngine: @unchecked Sendable {
         precondition(loop.inEventLoop)
         let id = nextBrowserID
         nextBrowserID += 1
+        guard !closed else {
+            continuation.finish()
+            return id
+        }
         var machine = BrowserStateMachine(serviceType: type.domainName, configuration: configuration.browser)
         let now = loop.clock.now()
         var actions = machine.setLinks(Set(links.keys), now: now)

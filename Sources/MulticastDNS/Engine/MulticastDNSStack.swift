@@ -111,6 +111,10 @@ public final class MulticastDNSStack: Sendable {
         let (stream, continuation) = AsyncStream<ServiceBrowserEvent>.makeStream(
             bufferingPolicy: .bufferingOldest(engine.configuration.eventBufferLimit))
         let browser = ServiceBrowser(engine: engine, type: type, events: stream)
+        if isShutDown.withLock({ $0 }) {
+            continuation.finish()
+            return browser
+        }
         let engine = engine
         engine.loop.execute {
             browser.attach(engine.addBrowser(type, continuation: continuation))
