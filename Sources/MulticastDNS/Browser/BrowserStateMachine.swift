@@ -491,7 +491,8 @@ public struct BrowserStateMachine {
                 statistics.instancesDroppedLimit += 1
                 continue
             }
-            store(InstanceState(reported: nil, lastHeard: now, nextResolve: now), for: name)
+            // Stored plainly: the loop below stores its final state (and deadline) right after.
+            instances[name] = InstanceState(reported: nil, lastHeard: now, nextResolve: now)
         }
         let candidates = only.map { $0.filter { instances[$0] != nil } } ?? Set(instances.keys)
         for name in candidates.sorted(by: { $0.description < $1.description }) {
