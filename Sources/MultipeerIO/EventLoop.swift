@@ -144,8 +144,11 @@ public final class EventLoop: @unchecked Sendable {
     ///
     /// Work submitted after `shutdown()` finished is dropped.
     /// - Parameter work: The closure to run.
-    public func execute(_ work: @escaping @Sendable () -> Void) {
-        _ = enqueue(work)
+    /// - Returns: `false` if the loop has shut down and `work` will never run, so a caller waiting for it can
+    ///   stop waiting.
+    @discardableResult
+    public func execute(_ work: @escaping @Sendable () -> Void) -> Bool {
+        enqueue(work)
     }
 
     /// Runs `work` on the loop thread and returns its result.

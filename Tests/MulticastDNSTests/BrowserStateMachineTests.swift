@@ -186,6 +186,83 @@ struct BrowserStateMachineTests {
         #expect(lost.at - heard == .seconds(10))
     }
 
+    @Test("after a liveness loss the browser queries again within a second")
+    func requeriesAfterLivenessLoss() throws {
+        var config = BrowserConfiguration()
+        config.lostTimeout = .seconds(10)
+        var h = BrowserHarness(configuration: config)
+        h.start()
+        h.run(for: .seconds(100))  // the periodic interval has grown to 64 s
+        h.receive(h.fullAnswer())
+        h.run(for: .seconds(10))
+        let lostAt = try #require(h.events.first { if case .lost = $0.event { true } else { false } }?.at)
+        h.queries.removeAll()
+        h.run(for: .seconds(2))
+        let next = try #require(h.queries.first { $0.message.questions.contains { $0.type == .ptr } })
+        #expect(next.at - lostAt <= .seconds(1))
+    }
+
+    @Test("a packet that asks the PTR question carries the known answers, refresh or periodic")
+    func refreshCarriesKnownAnswers() throws {
+        var config = BrowserConfiguration()
+        config.lostTimeout = nil
+        var h = BrowserHarness(configuration: config)
+        h.start()
+        h.receive(h.fullAnswer(ttl: 4500))
+        let other = try DNSName("Carol._chat._tcp.local.")
+        h.receive([DNSResourceRecord(name: h.type, ttl: 100, data: .ptr(other))])
+        h.queries.removeAll()
+        h.run(for: .seconds(100))
+        for query in h.queries where query.message.questions.contains(where: { $0.type == .ptr }) {
+            #expect(query.message.answers.contains { $0.data == .ptr(h.instance) })
+        }
+    }
+
+    @Test("another querier's identical question suppresses our next query on that link only")
+    func duplicateQuestionSuppressionIsPerLink() throws {
+        var h = BrowserHarness(links: [])
+        h.record(h.machine.setLinks([h.v4, h.v6], now: h.now))
+        h.start()
+        h.run(for: .milliseconds(500))
+        h.queries.removeAll()
+        h.run(for: .milliseconds(400))  // next periodic query is due at +1 s
+        let other = MDNSEndpoint(address: IPAddress("198.18.0.30")!, port: 5353)
+        h.record(
+            h.machine.receive(
+                DNSMessage(questions: [DNSQuestion(name: h.type, type: .ptr)]), from: other, on: h.v4, now: h.now))
+        h.run(for: .milliseconds(200))
+        let links = h.queries.filter { $0.message.questions.contains { $0.type == .ptr } }.map(\.link)
+        #expect(links == [h.v6])
+    }
+
+    @Test("absurd TTLs are capped, so records still expire")
+    func ttlCap() throws {
+        var config = BrowserConfiguration()
+        config.lostTimeout = nil
+        config.maximumTTL = 100
+        var h = BrowserHarness(configuration: config)
+        h.start()
+        h.receive(
+            h.fullAnswer().map {
+                var r = $0; r.ttl = .max; return r
+            })
+        #expect(h.found.count == 1)
+        h.run(for: .seconds(101))
+        #expect(h.lost.count == 1)
+    }
+
+    @Test("responses from a port other than 5353 are ignored")
+    func ignoresOtherPorts() throws {
+        var h = BrowserHarness()
+        h.start()
+        let legacy = MDNSEndpoint(address: IPAddress("198.18.0.20")!, port: 40000)
+        h.record(
+            h.machine.receive(
+                DNSMessage(flags: DNSMessage.responseFlags, answers: h.fullAnswer()), from: legacy, on: h.v4, now: h.now
+            ))
+        #expect(h.found.isEmpty)
+    }
+
     @Test("an advertiser that answers the liveness checks is never lost")
     func livenessAnswered() throws {
         var h = BrowserHarness()

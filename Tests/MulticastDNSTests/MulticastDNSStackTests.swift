@@ -93,9 +93,12 @@ struct MulticastDNSStackTests {
         let browser = browserStack.browse(type)
         var names = Set<String>()
         for _ in 0..<2 {
-            if case .found(let s)? = await Self.next(browser.events, within: .seconds(5), where: { event in
-                if case .found = event { true } else { false }
-            }) {
+            if case .found(let s)? = await Self.next(
+                browser.events, within: .seconds(5),
+                where: { event in
+                    if case .found = event { true } else { false }
+                })
+            {
                 names.insert(s.name)
             }
         }

@@ -251,6 +251,21 @@ struct ResponderStateMachineTests {
         #expect(h.sent[0].destination == .unicast(querier, h.link))
     }
 
+    @Test("a host name conflict after claiming probes again before renaming")
+    func hostConflictAfterClaiming() throws {
+        var h = ResponderHarness()
+        h.establish()
+        let other = DNSResourceRecord(
+            name: h.hostName, ttl: 120, cacheFlush: true, data: .a(IPv4Address(198, 18, 0, 99)))
+        h.receive(DNSMessage(flags: DNSMessage.responseFlags, answers: [other]))
+        #expect(h.events.isEmpty)
+        #expect(h.machine.hostName == h.hostName)
+        h.run(for: .seconds(3))
+        #expect(h.events.isEmpty, "\(h.events)")
+        #expect(h.machine.hostName == h.hostName)
+        #expect(h.sent.filter { !$0.message.isResponse }.count == 3, "probed again")
+    }
+
     @Test("a delayed unicast answer carries the TXT record as it is when sent, not as it was when asked")
     func delayedUnicastAnswerIsNotStale() throws {
         var h = ResponderHarness()
@@ -363,7 +378,100 @@ struct ResponderStateMachineTests {
         #expect(h.machine.isIdle)
     }
 
-    @Test("a host name conflict renames the host and probes again")
+    @Test("our own probe heard on a second interface of this host is not a rival")
+    func ownProbeAcrossInterfaces() throws {
+        var h = ResponderHarness()
+        let eth = MulticastLink(interfaceIndex: 2, interfaceName: "eth0", isIPv6: true)
+        let wlan = MulticastLink(interfaceIndex: 3, interfaceName: "wlan0", isIPv6: true)
+        h.record(h.machine.setLinks([eth: [IPAddress("fd00::10")!], wlan: [IPAddress("fd00::20")!]], now: h.now))
+        h.register()
+        h.run(for: .milliseconds(260))
+        // Each probe sent on one interface comes back in on the other (same LAN, IPv6 has no martian filter).
+        for (_, message, destination) in h.sent where !message.isResponse {
+            let other = destination.link == eth ? wlan : eth
+            h.record(
+                h.machine.receive(
+                    message, from: .init(address: IPAddress("fd00::10")!, port: 5353), on: other, now: h.now))
+        }
+        h.run(for: .seconds(2))
+        #expect(h.events.map(\.event) == [.registered(h.id!, name: "Alice")])
+    }
+
+    @Test("a conflicting SRV and TXT for a claimed name send it back to probing, without renaming")
+    func conflictAfterClaimingProbesFirst() throws {
+        var h = ResponderHarness()
+        h.establish()
+        let target = try DNSName("other.local.")
+        h.receive(
+            DNSMessage(
+                flags: DNSMessage.responseFlags,
+                answers: [
+                    DNSResourceRecord(
+                        name: h.instanceName, ttl: 120, cacheFlush: true,
+                        data: .srv(priority: 0, weight: 0, port: 9, target: target)),
+                    DNSResourceRecord(
+                        name: h.instanceName, ttl: 4500, cacheFlush: true, data: .txt([Array("x=1".utf8)])),
+                ]))
+        #expect(h.events.isEmpty, "no rename on one packet: \(h.events)")
+        #expect(h.sent.contains { !$0.message.isResponse && $0.message.questions.first?.name == h.instanceName })
+        h.run(for: .seconds(3))
+        #expect(h.events.isEmpty, "nobody contested the probe, so the name stays: \(h.events)")
+        #expect(h.sent.filter { !$0.message.isResponse }.count == 3)
+        #expect(h.sent.last?.message.isResponse == true, "announced again after probing")
+    }
+
+    @Test("a claimed name still contested while probing again is renamed and registered under the new name")
+    func contestedAfterClaimingRenames() throws {
+        var h = ResponderHarness()
+        h.establish()
+        let rival = DNSMessage(
+            flags: DNSMessage.responseFlags,
+            answers: [
+                DNSResourceRecord(
+                    name: h.instanceName, ttl: 120, cacheFlush: true,
+                    data: .srv(priority: 0, weight: 0, port: 9, target: try DNSName("other.local.")))
+            ])
+        h.receive(rival)
+        h.run(for: .milliseconds(100))
+        h.receive(rival)  // the rival answers our probe
+        h.run(for: .seconds(3))
+        #expect(
+            h.events.map(\.event) == [
+                .renamed(h.id!, from: "Alice", to: "Alice (2)"), .registered(h.id!, name: "Alice (2)"),
+            ])
+    }
+
+    @Test("responses from a port other than 5353 are ignored (RFC 6762 section 11)")
+    func ignoresResponsesFromOtherPorts() throws {
+        var h = ResponderHarness()
+        h.register()
+        h.run(for: .milliseconds(300))
+        let other = DNSResourceRecord(
+            name: h.instanceName, ttl: 120, cacheFlush: true,
+            data: .srv(priority: 0, weight: 0, port: 9, target: try DNSName("other.local.")))
+        h.receive(
+            DNSMessage(flags: DNSMessage.responseFlags, answers: [other]),
+            from: .init(address: IPAddress("198.18.0.20")!, port: 40000))
+        h.run(for: .seconds(2))
+        #expect(h.events.map(\.event) == [.registered(h.id!, name: "Alice")])
+    }
+
+    @Test("TXT updates in a tight loop coalesce into at most one announcement round per second")
+    func rapidUpdatesCoalesce() throws {
+        var h = ResponderHarness()
+        h.establish()
+        let start = h.now
+        for version in 0..<100 {
+            h.record(h.machine.updateTXT([Array("v=\(version)".utf8)], for: h.id!, now: h.now))
+            h.run(for: .milliseconds(20))
+        }
+        let during = h.sent.filter { $0.at - start < .seconds(2) }
+        #expect(during.count <= 3, "\(during.count) announcements in 2 s")
+        h.run(for: .seconds(5))
+        #expect(h.sent.last?.message.answers.contains { $0.data == .txt([Array("v=99".utf8)]) } == true)
+    }
+
+    @Test("a host name conflict while probing renames the host and probes again")
     func hostConflict() throws {
         var h = ResponderHarness()
         h.register()

@@ -16,6 +16,12 @@ public struct BrowserConfiguration: Sendable, Hashable {
     public var batchWindow: Duration = .seconds(1)
     /// After a goodbye the record stays cached, unused, this long (RFC 6762 section 10.1: one second).
     public var goodbyeGrace: Duration = .seconds(1)
+    /// Longest TTL honoured, so records with absurd TTLs (up to 136 years on the wire) still expire; RFC 6762
+    /// section 10 recommends 75 minutes for the longest-lived records, and refresh queries renew them.
+    public var maximumTTL: UInt32 = 4500
+    /// How often resolution of a half-known instance (PTR without SRV, TXT or addresses) is retried after the
+    /// first quick retries.
+    public var slowResolveInterval: Duration = .seconds(60)
     /// Most records kept; beyond it new records are dropped and counted. A service needs about 6.
     public var maximumCachedRecords = 8192
     /// Most service instances tracked at once, so a flood of fake announcements cannot grow memory.

@@ -35,6 +35,8 @@ public struct BrowserStateMachine {
     private var cache = RecordCache()
     /// No cache entry expires or needs a refresh before this instant (it may be early, never late).
     private var cacheWakeup: IOInstant?
+    /// Links where another querier just asked our PTR question for us (RFC 6762 section 7.3).
+    private var suppressedLinks: Set<MulticastLink> = []
     /// No instance needs resolving, a liveness check or a lost-timeout check before this instant (it may be
     /// early, never late), so a packet does not cost a pass over every instance.
     private var instanceWakeup: IOInstant?
@@ -111,25 +113,22 @@ public struct BrowserStateMachine {
     {
         guard links.contains(link), message.opcode == 0 else { return [] }
         if message.isResponse {
-            guard message.responseCode == 0 else { return [] }
+            // RFC 6762 section 11: responses from any port but 5353 are not mDNS responses.
+            guard message.responseCode == 0, source.port == mdnsPort else { return [] }
             statistics.responsesReceived += 1
             let dirty = absorb(message.answers + message.authorities + message.additionals, on: link, now: now)
             return reconcile(now: now, only: dirty) + tick(now: now)
         } else {
-            // RFC 6762 section 7.3: another querier asked our question, listing no known answer we lack, so
-            // the answers it triggers serve us too: treat our own imminent query as sent.
-            if !firstQuery, let next = nextQuery,
+            // RFC 6762 section 7.3: another querier asked our question on this link, listing no known answer we
+            // lack, so the answers it triggers serve us too: our next periodic query skips this link.
+            if !firstQuery, let next = nextQuery, next - now < .seconds(1), !message.isTruncated,
                 message.questions.contains(where: {
                     $0.name == serviceType && ($0.type == .ptr || $0.type == .any) && !$0.unicastResponse
-                }),
-                next - now < .seconds(1)
+                })
             {
                 let ours = Set(knownAnswers(on: link, now: now).map(cacheKeyRecord))
                 let theirs = Set(message.answers.map(cacheKeyRecord))
-                if theirs.isSubset(of: ours) {
-                    nextQuery = now + queryInterval
-                    queryInterval = min(queryInterval * 2, configuration.maximumQueryInterval)
-                }
+                if theirs.isSubset(of: ours) { suppressedLinks.insert(link) }
             }
             return []
         }
@@ -166,6 +165,10 @@ public struct BrowserStateMachine {
             for (name, state) in instances where state.reported != nil && now - state.lastHeard >= timeout {
                 forget(instance: name, now: now)
                 expiredAny = true
+                // Its PTR record is forgotten too; query again soon, so a peer that was only briefly
+                // unreachable is found again within seconds rather than at the next backed-off query.
+                queryInterval = configuration.initialQueryInterval
+                if nextQuery.map({ $0 > now + queryInterval }) ?? true { nextQuery = now + queryInterval }
             }
         }
         if expiredAny { actions += reconcile(now: now) }
@@ -195,7 +198,9 @@ public struct BrowserStateMachine {
             var updated = state
             updated.resolveAttempts += 1
             updated.nextResolve = now + .seconds(1) * (1 << min(updated.resolveAttempts, 5))
-            if updated.resolveAttempts > 6 { updated.nextResolve = nil }
+            // After the quick retries, keep asking once a minute: giving up would leave a half-known
+            // instance unresolved until its PTR record's refresh, up to an hour later.
+            if updated.resolveAttempts > 6 { updated.nextResolve = now + configuration.slowResolveInterval }
             store(updated, for: name)
         }
         // Liveness queries: ask for the SRV record without listing it as a known answer, so a live
@@ -224,7 +229,9 @@ public struct BrowserStateMachine {
 
         for link in links.sorted() {
             var list: [DNSQuestion] = []
-            if periodic { list.append(DNSQuestion(name: serviceType, type: .ptr, unicastResponse: firstQuery)) }
+            if periodic && !suppressedLinks.contains(link) {
+                list.append(DNSQuestion(name: serviceType, type: .ptr, unicastResponse: firstQuery))
+            }
             var seen = Set(list)
             for question in (refreshNames[link] ?? []).sorted(by: { "\($0)" < "\($1)" })
             where seen.insert(question).inserted {
@@ -245,6 +252,7 @@ public struct BrowserStateMachine {
         if cacheDue { recomputeCacheWakeup() }
         if instancesDue { recomputeInstanceWakeup() }
         if periodic {
+            suppressedLinks.removeAll()
             firstQuery = false
             nextQuery = now + queryInterval
             queryInterval = min(queryInterval * 2, configuration.maximumQueryInterval)
@@ -252,7 +260,8 @@ public struct BrowserStateMachine {
         for link in links.sorted() {
             guard let list = questions[link], !list.isEmpty else { continue }
             // Known answers only for the PTR question: SRV and TXT refreshes want fresh answers.
-            let known = periodic ? knownAnswers(on: link, now: now) : []
+            let asksPTR = list.contains { $0.name == serviceType && $0.type == .ptr }
+            let known = asksPTR ? knownAnswers(on: link, now: now) : []
             statistics.queriesSent += 1
             actions.append(.send(DNSMessage(questions: list, answers: known), to: .multicast(link)))
         }
@@ -368,7 +377,7 @@ public struct BrowserStateMachine {
                 statistics.recordsDroppedCacheFull += 1
                 continue
             }
-            let lifetime = Duration.seconds(Int64(record.ttl))
+            let lifetime = Duration.seconds(Int64(min(record.ttl, configuration.maximumTTL)))
             var refresh: [IOInstant] = []
             for fraction in configuration.refreshFractions {
                 let jitter = Double.random(in: 0...configuration.refreshJitter, using: &random)

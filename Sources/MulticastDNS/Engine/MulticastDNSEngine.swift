@@ -38,6 +38,8 @@ final class MulticastDNSEngine: @unchecked Sendable {
     private let decoder = DNSMessageDecoder()
     private let encoder = DNSMessageEncoder()
     private var closed = false
+    /// `true` once ``close()`` ran. Loop thread only.
+    var isClosed: Bool { closed }
     let counters = Mutex(DiscoveryStatistics())
 
     init(loop: EventLoop, configuration: DiscoveryConfiguration) throws(DiscoveryError) {
@@ -279,6 +281,8 @@ final class MulticastDNSEngine: @unchecked Sendable {
         case .renamed(let id, let from, let to):
             guard let slot = advertisements[id] else { return }
             slot.name.value = to
+            // The new name is not claimed yet: registered() waits for its announcement.
+            advertisements[id]!.registeredName = nil
             slot.continuation.yield(.renamed(from: from, to: to))
         case .hostRenamed(let from, let to):
             for slot in advertisements.values { slot.continuation.yield(.hostRenamed(from: from, to: to)) }

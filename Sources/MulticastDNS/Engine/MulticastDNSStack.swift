@@ -87,6 +87,7 @@ public final class MulticastDNSStack: Sendable {
         let result: Result<ResponderStateMachine.ServiceID, DiscoveryError>
         do {
             result = try await engine.loop.submit {
+                guard !engine.isClosed else { return .failure(.shutDown) }
                 do throws(ResponderError) {
                     return .success(try engine.register(service, name: currentName, continuation: continuation))
                 } catch {
@@ -116,9 +117,10 @@ public final class MulticastDNSStack: Sendable {
             return browser
         }
         let engine = engine
-        engine.loop.execute {
+        let accepted = engine.loop.execute {
             browser.attach(engine.addBrowser(type, continuation: continuation))
         }
+        if !accepted { continuation.finish() }
         return browser
     }
 

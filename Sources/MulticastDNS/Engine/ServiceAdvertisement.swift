@@ -32,7 +32,10 @@ public final class ServiceAdvertisement: Sendable {
         let engine = engine
         let id = id
         return await withCheckedContinuation { waiter in
-            engine.loop.execute { engine.waitUntilRegistered(id, waiter: waiter) }
+            // A stopped loop never runs the closure: answer at once with the name as it stands.
+            if !engine.loop.execute({ engine.waitUntilRegistered(id, waiter: waiter) }) {
+                waiter.resume(returning: self.name)
+            }
         }
     }
 
@@ -49,7 +52,8 @@ public final class ServiceAdvertisement: Sendable {
         let engine = engine
         let id = id
         await withCheckedContinuation { waiter in
-            engine.loop.execute { engine.unregister(id, waiter: waiter) }
+            // After shutdown the sockets are closed and no goodbye can go out: nothing to wait for.
+            if !engine.loop.execute({ engine.unregister(id, waiter: waiter) }) { waiter.resume() }
         }
     }
 }

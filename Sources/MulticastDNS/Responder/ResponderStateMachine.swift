@@ -60,6 +60,13 @@ public struct ResponderStateMachine {
         var phase: Phase
         var announcedOnce = false
         var instanceName: DNSName
+        /// When the last announcement went out; a restart (TXT update, link change) waits until a second
+        /// after it, so rapid updates coalesce instead of flooding the link.
+        var lastAnnouncement: IOInstant?
+
+        func restartAnnouncing(now: IOInstant, spacing: Duration) -> Phase {
+            .announcing(sent: 0, next: lastAnnouncement.map { max(now, $0 + spacing) } ?? now)
+        }
     }
 
     struct Pending {
@@ -142,11 +149,13 @@ public struct ResponderStateMachine {
         guard newLinks != links else { return [] }
         links = newLinks
         for link in lastMulticast.keys where newLinks[link] == nil { lastMulticast[link] = nil }
+        forgetUnpublishedRecords()
         for link in pending.keys where newLinks[link] == nil { pending[link] = nil }
         unicastReplies.removeAll { newLinks[$0.destination.link] == nil }
         for id in entries.keys {
             switch entries[id]!.phase {
-            case .announcing, .established: entries[id]!.phase = .announcing(sent: 0, next: now)
+            case .announcing, .established:
+                entries[id]!.phase = entries[id]!.restartAnnouncing(now: now, spacing: configuration.recordRateLimit)
             case .probing, .goodbye: break
             }
         }
@@ -181,7 +190,8 @@ public struct ResponderStateMachine {
         entries[id] = entry
         forgetUnpublishedRecords()
         switch entry.phase {
-        case .announcing, .established: entry.phase = .announcing(sent: 0, next: now)
+        case .announcing, .established:
+            entry.phase = entry.restartAnnouncing(now: now, spacing: configuration.recordRateLimit)
         case .probing, .goodbye: break
         }
         entries[id] = entry
@@ -232,7 +242,8 @@ public struct ResponderStateMachine {
         guard links[link] != nil, message.opcode == 0 else { return [] }
         if message.isResponse {
             statistics.responsesReceived += 1
-            guard message.responseCode == 0 else { return [] }
+            // RFC 6762 section 11: responses from any port but 5353 are not mDNS responses.
+            guard message.responseCode == 0, source.port == mdnsPort else { return [] }
             handleResponse(message, on: link, now: now)
         } else {
             statistics.queriesReceived += 1
@@ -287,9 +298,15 @@ public struct ResponderStateMachine {
                     record.cacheFlush = isUnique(record)
                     return record
                 }
-                for record in records { lastMulticast[link, default: [:]][key(record)] = now }
+                for record in records {
+                    let recordKey = key(record)
+                    lastMulticast[link, default: [:]][recordKey] = now
+                    // An answer already scheduled for this record would repeat what just went out.
+                    pending[link]?[recordKey] = nil
+                }
                 send(response(answers: records, additionals: nsecRecords(entry, on: link)), .multicast(link), &actions)
             }
+            entry.lastAnnouncement = now
             if !entry.announcedOnce {
                 entry.announcedOnce = true
                 actions.append(.event(.registered(id, name: entry.service.instanceName)))
@@ -552,26 +569,34 @@ public struct ResponderStateMachine {
         for record in message.answers where record.ttl > 0 {
             let k = key(record)
             if let item = pending[link]?[k], !isUnique(record), !item.unsolicited,
-                let ours = currentRecord(matching: k, on: link), record.ttl >= ours.ttl / 2
+                let ours = currentRecord(matching: k, on: link), record.ttl >= ours.ttl
             {
                 pending[link]![k] = nil
                 statistics.suppressedAnswers += 1
             }
         }
         let hostRecords = allHostRecords()
+        var hostConflicts = false
+        var conflicted = Set<ServiceID>()
         for record in records where record.ttl > 0 && isUnique(record) && record.type != .nsec {
             if record.name == hostName {
                 if !hostRecords.contains(key(record)) && (record.type == .a || record.type == .aaaa) {
-                    hostConflict(now: now)
-                    return
+                    hostConflicts = true
                 }
                 continue
             }
             for (id, entry) in entries where record.name == entry.instanceName {
                 let ours = Set(uniqueServiceRecords(entry).map(key))
-                if !ours.contains(key(record)) { serviceConflict(id, now: now) }
+                if !ours.contains(key(record)) { conflicted.insert(id) }
             }
         }
+        // One decision per name per packet, taken on the phase the packet found: a conflicting SRV and TXT in
+        // one packet must not first send a claimed service back to probing and then rename it.
+        if hostConflicts {
+            hostConflict(now: now)
+            return
+        }
+        for id in conflicted.sorted(by: { $0.rawValue < $1.rawValue }) { serviceConflict(id, now: now) }
     }
 
     private mutating func noteConflict(now: IOInstant) -> Duration {
@@ -598,7 +623,10 @@ public struct ResponderStateMachine {
             }
             entry.instanceName = renamed!
             entry.phase = .probing(sent: 0, next: now + delay)
+            // The new name is claimed afresh: its first announcement reports `registered` again.
+            entry.announcedOnce = false
             entries[id] = entry
+            forgetUnpublishedRecords()
             pendingEvents.append(.renamed(id, from: old, to: entry.service.instanceName))
         case .announcing, .established:
             // Someone claims our name with other data: probe again; the probe settles who keeps it.
@@ -610,6 +638,15 @@ public struct ResponderStateMachine {
     }
 
     private mutating func hostConflict(now: IOInstant) {
+        let probing = entries.values.contains { if case .probing = $0.phase { true } else { false } }
+        guard probing else {
+            // RFC 6762 section 9: a conflict on a claimed name sends us back to probing; only a conflict
+            // while probing renames, so one stray packet cannot rename the host.
+            for id in entries.keys where !isGoingAway(entries[id]!) {
+                entries[id]!.phase = .probing(sent: 0, next: now)
+            }
+            return
+        }
         let delay = noteConflict(now: now)
         let old = hostName
         hostRenameCount += 1
@@ -621,6 +658,7 @@ public struct ResponderStateMachine {
         for id in entries.keys where !isGoingAway(entries[id]!) {
             entries[id]!.phase = .probing(sent: 0, next: now + delay)
         }
+        forgetUnpublishedRecords()
         pendingEvents.append(.hostRenamed(from: old.description, to: hostName.description))
     }
 
@@ -772,6 +810,12 @@ public struct ResponderStateMachine {
         for question in message.questions {
             let theirs = message.authorities.filter { $0.name == question.name }
             guard !theirs.isEmpty else { continue }
+            // Our own probe, looped back or heard on another interface of this host, carries only records we
+            // publish on some link; it is not a rival.
+            let published =
+                question.name == hostName
+                ? allHostRecords() : Set(entries.values.flatMap { uniqueServiceRecords($0).map(key) })
+            if Set(theirs.map(key)).isSubset(of: published) { continue }
             for (id, entry) in entries where question.name == entry.instanceName || question.name == hostName {
                 let ours = (question.name == hostName ? hostRecords(on: link) : uniqueServiceRecords(entry))
                 switch entry.phase {
