@@ -199,6 +199,17 @@ struct ResponderStateMachineTests {
         #expect(Set(reply.message.additionals.map(\.type)).isSuperset(of: [.srv, .txt, .a]))
     }
 
+    @Test("service type enumeration (RFC 6763 section 9) lists our type")
+    func serviceTypeEnumeration() throws {
+        var h = ResponderHarness()
+        h.establish()
+        h.run(for: .seconds(2))
+        h.receive(DNSMessage(questions: [DNSQuestion(name: try DNSName("_services._dns-sd._udp.local."), type: .ptr)]))
+        h.run(for: .milliseconds(200))
+        let reply = try #require(h.sent.first)
+        #expect(reply.message.answers.map(\.data) == [.ptr(try DNSName("_chat._tcp.local."))])
+    }
+
     @Test("known answers with at least half their TTL suppress the answer; stale ones do not")
     func knownAnswerSuppression() throws {
         var h = ResponderHarness()

@@ -2,14 +2,22 @@ public import MultipeerIO
 
 /// A DNS resource record type (RFC 1035 section 3.2.2, RFC 3596, RFC 2782, RFC 4034).
 public struct DNSRecordType: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The 16-bit type code.
     public var rawValue: UInt16
+    /// Creates a type from its code.
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// An IPv4 address (RFC 1035).
     public static let a = DNSRecordType(rawValue: 1)
+    /// A pointer to another name (RFC 1035).
     public static let ptr = DNSRecordType(rawValue: 12)
+    /// Character strings (RFC 1035, RFC 6763 section 6).
     public static let txt = DNSRecordType(rawValue: 16)
+    /// An IPv6 address (RFC 3596).
     public static let aaaa = DNSRecordType(rawValue: 28)
+    /// Service location (RFC 2782).
     public static let srv = DNSRecordType(rawValue: 33)
+    /// Which types exist for a name (RFC 4034; RFC 6762 section 6.1).
     public static let nsec = DNSRecordType(rawValue: 47)
     /// Only valid in questions: matches every type.
     public static let any = DNSRecordType(rawValue: 255)
@@ -136,9 +144,13 @@ public struct DNSMessage: Hashable, Sendable {
     public var id: UInt16
     /// The header flags word (QR, opcode, AA, TC, RD, RA, Z, AD, CD, RCODE).
     public var flags: UInt16
+    /// The question section.
     public var questions: [DNSQuestion]
+    /// The answer section (known answers in an mDNS query).
     public var answers: [DNSResourceRecord]
+    /// The authority section (proposed records in an mDNS probe).
     public var authorities: [DNSResourceRecord]
+    /// The additional section.
     public var additionals: [DNSResourceRecord]
 
     /// Creates a message.
