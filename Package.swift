@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "MultipeerIO", targets: ["MultipeerIO"]),
         .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
+        .library(name: "Multipeer", targets: ["Multipeer"]),
         .executable(name: "multipeer", targets: ["multipeer"]),
         .executable(name: "multipeer-bench", targets: ["MultipeerBenchmarks"]),
         .executable(name: "mdns-fuzz", targets: ["MDNSFuzz"]),
@@ -19,6 +20,11 @@ let package = Package(
     targets: [
         .target(name: "MultipeerIO", swiftSettings: strict),
         .target(name: "MulticastDNS", dependencies: ["MultipeerIO"], swiftSettings: strict),
+        // System OpenSSL 3 (Debian: libssl-dev) plus a header-only shim for what Swift cannot import.
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        .target(
+            name: "Multipeer", dependencies: ["COpenSSL", "MultipeerIO", "MulticastDNS"], swiftSettings: strict),
         .executableTarget(
             name: "multipeer", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
         // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
@@ -33,6 +39,7 @@ let package = Package(
         .testTarget(name: "MultipeerIOTests", dependencies: ["MultipeerIO"], swiftSettings: strict),
         .testTarget(
             name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
+        .testTarget(name: "MultipeerTests", dependencies: ["Multipeer", "MultipeerIO"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests", dependencies: ["NetLab", "multipeer", "MulticastDNS"],
             swiftSettings: strict),
