@@ -60,13 +60,11 @@ public struct ResponderStateMachine {
         var phase: Phase
         var announcedOnce = false
         var instanceName: DNSName
-        /// When the last announcement went out; a restart (TXT update, link change) waits until a second
-        /// after it, so rapid updates coalesce instead of flooding the link.
-        var lastAnnouncement: IOInstant?
-
-        func restartAnnouncing(now: IOInstant, spacing: Duration) -> Phase {
-            .announcing(sent: 0, next: lastAnnouncement.map { max(now, $0 + spacing) } ?? now)
-        }
+        /// A TXT update waits to be announced.
+        var updatePending = false
+        /// When the last TXT update went out: the next one waits until a second after it, so an application
+        /// updating in a tight loop sends at most one new TXT record per second.
+        var lastUpdateAnnouncement: IOInstant?
     }
 
     struct Pending {
@@ -155,7 +153,7 @@ public struct ResponderStateMachine {
         for id in entries.keys {
             switch entries[id]!.phase {
             case .announcing, .established:
-                entries[id]!.phase = entries[id]!.restartAnnouncing(now: now, spacing: configuration.recordRateLimit)
+                entries[id]!.phase = .announcing(sent: 0, next: now)
             case .probing, .goodbye: break
             }
         }
@@ -191,7 +189,9 @@ public struct ResponderStateMachine {
         forgetUnpublishedRecords()
         switch entry.phase {
         case .announcing, .established:
-            entry.phase = entry.restartAnnouncing(now: now, spacing: configuration.recordRateLimit)
+            entry.updatePending = true
+            let next = entry.lastUpdateAnnouncement.map { max(now, $0 + configuration.recordRateLimit) } ?? now
+            entry.phase = .announcing(sent: 0, next: next)
         case .probing, .goodbye: break
         }
         entries[id] = entry
@@ -293,11 +293,18 @@ public struct ResponderStateMachine {
             }
         case .announcing(let sent, let next) where next <= now:
             for link in links.keys.sorted() {
-                let records = serviceRecords(entry, on: link).map { record in
+                // RFC 6762 section 6: no record twice within a second on a link. A series restarted by a TXT
+                // update or a link change carries the new records at once and the unchanged ones in the
+                // later rounds.
+                let records = serviceRecords(entry, on: link).compactMap { record -> DNSResourceRecord? in
+                    if let last = lastMulticast[link]?[key(record)], now - last < configuration.recordRateLimit {
+                        return nil
+                    }
                     var record = record
                     record.cacheFlush = isUnique(record)
                     return record
                 }
+                guard !records.isEmpty else { continue }
                 for record in records {
                     let recordKey = key(record)
                     lastMulticast[link, default: [:]][recordKey] = now
@@ -306,7 +313,10 @@ public struct ResponderStateMachine {
                 }
                 send(response(answers: records, additionals: nsecRecords(entry, on: link)), .multicast(link), &actions)
             }
-            entry.lastAnnouncement = now
+            if entry.updatePending {
+                entry.updatePending = false
+                entry.lastUpdateAnnouncement = now
+            }
             if !entry.announcedOnce {
                 entry.announcedOnce = true
                 actions.append(.event(.registered(id, name: entry.service.instanceName)))
