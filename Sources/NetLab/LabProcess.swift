@@ -111,6 +111,12 @@ public final class LabProcess: Sendable {
     public func nextLine(timeout: Duration, where predicate: (String) -> Bool) async -> String? {
         let deadline = ContinuousClock.now + timeout
         while true {
+            // Lines already read are checked before the deadline is: a task that resumes late (a busy
+            // cooperative pool) must still see lines that arrived in time.
+            if let line = readLine(timeout: .zero) {
+                if predicate(line) { return line }
+                continue
+            }
             let remaining = ContinuousClock.now.duration(to: deadline)
             guard remaining > .zero, let line = await nextLine(timeout: remaining) else { return nil }
             if predicate(line) { return line }

@@ -18,12 +18,13 @@ struct HostileInputEndToEndTests {
             let advertiser = try await CLI.advertise(lab, host: 0, name: "Target")
             // Let the announcements finish so every answer counted below was caused by the flood.
             try await Task.sleep(for: .seconds(3.5))
-            let flood = try lab.run(
-                host: 1, Repository.python,
-                [
-                    Repository.interopScript("mdns_flood.py"), "Target", "_chat._tcp", "--interface-ip",
-                    lab.hosts[1].ipv4, "--target", lab.hosts[0].ipv4, "--seconds", "5", "--rate", "1000",
-                ], timeout: .seconds(30))
+            let arguments = [
+                Repository.interopScript("mdns_flood.py"), "Target", "_chat._tcp", "--interface-ip",
+                lab.hosts[1].ipv4, "--target", lab.hosts[0].ipv4, "--seconds", "5", "--rate", "1000",
+            ]
+            let flood = try await offPool {
+                try lab.run(host: 1, Repository.python, arguments, timeout: .seconds(30))
+            }
             #expect(flood.status == 0, "\(flood.stderr)")
             let report = try JSONDecoder().decode(FloodReport.self, from: Data(flood.stdout.utf8))
             print("flood report: \(report)")

@@ -8,7 +8,7 @@ import Testing
 struct InteropLabTests {
     @Test func pythonZeroconfFindsPythonZeroconfAndSeesTheGoodbye() async throws {
         try await withNetLab(hosts: 2) { lab in
-            let register = try ZeroconfHarness.register(
+            let register = try await ZeroconfHarness.register(
                 lab, host: 0, name: "Interop Zed", port: 4242, txt: ["a": "1", "color": "blue"])
             let browser = try ZeroconfHarness.browse(lab, host: 1, timeout: 20)
             let found = try #require(await ZeroconfHarness.nextEvent(browser, "found", name: "Interop Zed"))
@@ -39,7 +39,7 @@ struct InteropLabTests {
 
     @Test func avahiBrowseOnAPrivateBusFindsPythonZeroconf() async throws {
         try await withNetLab(hosts: 2) { lab in
-            let register = try ZeroconfHarness.register(
+            let register = try await ZeroconfHarness.register(
                 lab, host: 0, name: "Zed For Avahi", port: 4243, txt: ["k": "v"])
             let avahi = try AvahiHarness.start(lab, host: 1, dbus: true, services: [])
             defer { avahi.stop() }
@@ -47,10 +47,12 @@ struct InteropLabTests {
             var resolved: String?
             for _ in 0..<10 where resolved == nil {
                 try await Task.sleep(for: .milliseconds(500))
-                let result = try lab.run(
-                    host: 1, "/bin/bash",
-                    [Repository.interopScript("avahi_browse_ns.sh"), lab.hosts[1].namespace, avahi.workDirectory],
-                    timeout: .seconds(20))
+                let arguments = [
+                    Repository.interopScript("avahi_browse_ns.sh"), lab.hosts[1].namespace, avahi.workDirectory,
+                ]
+                let result = try await offPool {
+                    try lab.run(host: 1, "/bin/bash", arguments, timeout: .seconds(20))
+                }
                 resolved = result.stdout.split(separator: "\n").map(String.init).first {
                     $0.hasPrefix("=;lab0;IPv4;Zed\\032For\\032Avahi;_chat._tcp")
                 }
@@ -68,14 +70,14 @@ enum ZeroconfHarness {
     static func register(
         _ lab: NetLab, host: Int, name: String, type: String = "_chat._tcp", port: Int,
         txt: [String: String] = [:]
-    ) throws -> LabProcess {
+    ) async throws -> LabProcess {
         let arguments =
             [Repository.interopScript("zc_register.py"), name, type, String(port)]
             + txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
             + ["--interface-ip", lab.hosts[host].ipv4]
         let process = try lab.spawn(host: host, Repository.python, arguments, environment: ["PYTHONUNBUFFERED": "1"])
         // Probing and announcing take about 2 s in python-zeroconf.
-        guard let line = process.readLine(timeout: .seconds(15)), line.hasPrefix("registered") else {
+        guard let line = await process.nextLine(timeout: .seconds(15)), line.hasPrefix("registered") else {
             throw HarnessError(message: "zc_register.py did not register: \(process.standardError)")
         }
         return process
