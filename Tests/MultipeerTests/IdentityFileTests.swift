@@ -100,9 +100,17 @@ struct IdentityFileTests {
         ("wrong header", Array("ssh-ed25519 AAAA\n".utf8)),
         ("no display name line", Array("swift-multipeer identity 1\n".utf8)),
         ("display name line missing", Array("swift-multipeer identity 1\n\(RFC8032TestVector.privateKeyPEM)".utf8)),
-        ("empty display name", Array("swift-multipeer identity 1\ndisplay-name: \n\(RFC8032TestVector.privateKeyPEM)".utf8)),
+        (
+            "empty display name",
+            Array("swift-multipeer identity 1\ndisplay-name: \n\(RFC8032TestVector.privateKeyPEM)".utf8)
+        ),
         ("no key", Array("swift-multipeer identity 1\ndisplay-name: a\n".utf8)),
-        ("damaged key", Array("swift-multipeer identity 1\ndisplay-name: a\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8)),
+        (
+            "damaged key",
+            Array(
+                "swift-multipeer identity 1\ndisplay-name: a\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+                    .utf8)
+        ),
         ("not UTF-8", Array("swift-multipeer identity 1\ndisplay-name: ".utf8) + [0xff, 0xfe, 0x0a]),
         ("too large", [UInt8](repeating: 0x41, count: 20_000)),
     ]

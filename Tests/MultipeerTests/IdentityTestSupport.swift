@@ -13,7 +13,8 @@ enum RFC8032TestVector {
     static let publicKey = bytes(fromHex: "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
     /// The signature of the empty message.
     static let emptyMessageSignature = bytes(
-        fromHex: "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b")
+        fromHex: "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555"
+            + "fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b")
     /// SHA-256 of `publicKey`, computed independently with sha256sum and Python's base64.b32encode.
     static let fingerprintHex = "21fe31dfa154a261626bf854046fd2271b7bed4b6abe45aa58877ef47f9721b9"
     static let fingerprintText = "eh7d-dx5b-ksrg-cytl-7bka-i36s-e4nx-x3kl-nk7e-lksy-q57p-i74x-eg4q"

@@ -49,7 +49,9 @@ struct IdentityTests {
         #expect(!PeerIdentity.verify(signature: [], data: [1, 2, 3], publicKey: identity.publicKey))
         #expect(!PeerIdentity.verify(signature: signature + [0], data: [1, 2, 3], publicKey: identity.publicKey))
         #expect(!PeerIdentity.verify(signature: signature, data: [1, 2, 3], publicKey: []))
-        #expect(!PeerIdentity.verify(signature: signature, data: [1, 2, 3], publicKey: Array(identity.publicKey.prefix(31))))
+        #expect(
+            !PeerIdentity.verify(
+                signature: signature, data: [1, 2, 3], publicKey: Array(identity.publicKey.prefix(31))))
     }
 
     @Test func certificateParsesBackToTheSameFingerprint() throws {

@@ -1,10 +1,9 @@
 /// A peer's identity: the SHA-256 digest of its raw 32-byte Ed25519 public key.
 ///
 /// The readable form (``description``) is the 32 bytes in lowercase RFC 4648 base32 (alphabet `a`–`z`,
-/// `2`–`7`) without padding, 52 characters in 13 groups of 4 separated by `-`, 64 characters in all, e.g.
-/// `wdzs-5ts7-...-raaa`. Base32 avoids characters that are easily confused when read aloud or typed and
-/// fits exactly the 64-character limit of a certificate common name. ``init(_:)`` accepts exactly this
-/// form.
+/// `2`–`7`) without padding: 52 characters in 13 groups of 4 separated by `-`, 64 characters in all, e.g.
+/// `eh7d-dx5b-ksrg-...-i74x-eg4q`. Base32 has no digits that look like letters (0, 1, 8) and fits exactly
+/// the 64-character limit of a certificate's common name. ``init(_:)`` accepts exactly this form.
 public struct PeerFingerprint: Hashable, Sendable, CustomStringConvertible {
     /// The size of a fingerprint in bytes.
     public static let byteCount = 32

@@ -68,7 +68,7 @@ public final class PeerIdentity: Sendable {
         let key: EVPKey
         do {
             key = try EVPKey.ed25519(privateKeyPEM: pem, describedAs: "'\(path)'")
-        } catch where error.code == .openSSL {
+        } catch  where error.code == .openSSL {
             throw .fileMalformed(path: path, detail: "its private key cannot be read: \(error.reason)")
         }
         return try PeerIdentity(displayName: displayName, key: key, ephemeral: false)

@@ -14,7 +14,9 @@ final class MemoryBIO {
     init?(copying bytes: [UInt8]) {
         guard let method = BIO_s_mem(), let bio = BIO_new(method) else { return nil }
         pointer = bio
-        guard bytes.isEmpty || bytes.withUnsafeBytes({ BIO_write(bio, $0.baseAddress, Int32($0.count)) }) == Int32(bytes.count)
+        guard
+            bytes.isEmpty
+                || bytes.withUnsafeBytes({ BIO_write(bio, $0.baseAddress, Int32($0.count)) }) == Int32(bytes.count)
         else { return nil }
     }
 

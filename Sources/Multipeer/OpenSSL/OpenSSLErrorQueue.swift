@@ -21,7 +21,8 @@ enum OpenSSLErrorQueue {
                 // ERR_error_string_n documents 256 bytes as enough for any message.
                 var buffer = [CChar](repeating: 0, count: 256)
                 ERR_error_string_n(code, &buffer, buffer.count)
-                messages.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                messages.append(
+                    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
             }
         }
         return messages.isEmpty ? "OpenSSL reported no error detail" : messages.joined(separator: "; ")
