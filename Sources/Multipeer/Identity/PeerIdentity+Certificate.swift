@@ -10,7 +10,13 @@ extension PeerIdentity {
     /// - Returns: The certificate's DER encoding.
     /// - Throws: ``IdentityError`` with code `.certificateFailed` and OpenSSL's reason.
     public func certificateDER() throws(IdentityError) -> [UInt8] {
-        try X509Certificate.selfSigned(key: key, commonName: fingerprint.description).der()
+        try makeCertificate().der()
+    }
+
+    /// A new self-signed certificate for this identity (see ``certificateDER()``), for the TLS layer to
+    /// install with `SSL_CTX_use_certificate` next to ``key`` (`SSL_CTX_use_PrivateKey`).
+    func makeCertificate() throws(IdentityError) -> X509Certificate {
+        try X509Certificate.selfSigned(key: key, commonName: fingerprint.description)
     }
 
     /// The fingerprint of the identity a certificate speaks for: the SHA-256 of its Ed25519 public key.
@@ -24,7 +30,12 @@ extension PeerIdentity {
     /// - Throws: ``IdentityError`` with code `.certificateFailed` if the bytes are not a certificate or its
     ///   self-signature is invalid, `.notEd25519` if its key is of another kind.
     public static func fingerprint(ofCertificateDER der: [UInt8]) throws(IdentityError) -> PeerFingerprint {
-        let certificate = try X509Certificate.parse(der: der)
+        try fingerprint(of: X509Certificate.parse(der: der))
+    }
+
+    /// The fingerprint of the identity `certificate` speaks for, with the checks of
+    /// ``fingerprint(ofCertificateDER:)``; the TLS layer calls it with the far side's certificate.
+    static func fingerprint(of certificate: X509Certificate) throws(IdentityError) -> PeerFingerprint {
         let key = try certificate.publicKey()
         guard key.isEd25519 else { throw .notEd25519("the certificate") }
         guard certificate.isSigned(by: key) else {

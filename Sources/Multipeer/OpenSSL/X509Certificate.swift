@@ -20,6 +20,13 @@ final class X509Certificate {
         X509_free(pointer)
     }
 
+    /// Shares a certificate that `pointer` does not own (for example `SSL_get0_peer_certificate`'s result):
+    /// takes a reference of its own, so the result stays valid after the original owner is gone.
+    static func sharing(_ pointer: OpaquePointer) -> X509Certificate? {
+        guard X509_up_ref(pointer) == 1 else { return nil }
+        return X509Certificate(taking: pointer)
+    }
+
     /// A version 3 certificate whose subject and issuer are `CN=commonName`, holding `key`'s public key,
     /// with a random serial number, valid from an hour ago for ten years, signed by `key` itself.
     static func selfSigned(key: EVPKey, commonName: String) throws(IdentityError) -> X509Certificate {
