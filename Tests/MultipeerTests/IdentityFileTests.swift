@@ -111,6 +111,15 @@ struct IdentityFileTests {
                 "swift-multipeer identity 1\ndisplay-name: a\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
                     .utf8)
         ),
+        (
+            "encrypted key",
+            Array(
+                ("swift-multipeer identity 1\ndisplay-name: a\n-----BEGIN ENCRYPTED PRIVATE KEY-----\n"
+                    + "MIGbMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAg4iiRY1UBqdAICCAAw\n"
+                    + "DAYIKoZIhvcNAgkFADAdBglghkgBZQMEAQIEEM/Zssc9YyLQOSFZAcNMVvcEQK5y\n"
+                    + "X1xmAelk04pSmf0ZoubSIKG40riCt6YyI4i03RqC+v3Docifv4Ya+y7KcbDgELro\n"
+                    + "Qthd7TgDui2leUyatRY=\n-----END ENCRYPTED PRIVATE KEY-----\n").utf8)
+        ),
         ("not UTF-8", Array("swift-multipeer identity 1\ndisplay-name: ".utf8) + [0xff, 0xfe, 0x0a]),
         ("too large", [UInt8](repeating: 0x41, count: 20_000)),
     ]

@@ -35,7 +35,12 @@ final class EVPKey: @unchecked Sendable {
     static func ed25519(privateKeyPEM pem: [UInt8], describedAs what: String) throws(IdentityError) -> EVPKey {
         OpenSSLErrorQueue.clear()
         guard let bio = MemoryBIO(copying: pem) else { throw .openSSL("allocating a memory BIO") }
-        guard let key = PEM_read_bio_PrivateKey(bio.pointer, nil, nil, nil) else {
+        // Without a callback OpenSSL would prompt on the terminal for an encrypted key's passphrase and
+        // block; identity files are never encrypted, so refuse instead.
+        let refusePassphrase:
+            @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32, UnsafeMutableRawPointer?)
+                -> Int32 = { _, _, _, _ in -1 }
+        guard let key = PEM_read_bio_PrivateKey(bio.pointer, nil, refusePassphrase, nil) else {
             throw .openSSL("reading the private key in \(what)")
         }
         let owner = EVPKey(taking: key)
