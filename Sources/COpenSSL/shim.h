@@ -13,4 +13,14 @@
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 
+// EVP_PKEY_Q_keygen is variadic, which Swift cannot call; for Ed25519 it takes no extra arguments.
+static inline EVP_PKEY *multipeer_ed25519_keygen(void) {
+    return EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+}
+
+// EVP_PKEY_ED25519 is a macro defined as another macro (NID_ED25519); a function keeps the import certain.
+static inline int multipeer_evp_pkey_ed25519(void) {
+    return EVP_PKEY_ED25519;
+}
+
 #endif
