@@ -110,7 +110,10 @@ struct FlowControllerTests {
             try opener.receivedWindowUpdate(channel: channel, increment: increment)
         }
         #expect(opener.sendWindow(5)?.credit == 4 << 20)
-        #expect(acceptor.connectionEstablished() == [.windowUpdate(channel: 0, increment: (16 << 20) - UInt32(Self.initial))])
+        #expect(
+            acceptor.connectionEstablished() == [
+                .windowUpdate(channel: 0, increment: (16 << 20) - UInt32(Self.initial))
+            ])
         #expect(acceptor.connectionEstablished() == [])
     }
 
@@ -154,7 +157,9 @@ struct FlowControllerTests {
         var other = FlowController(configuration: .init(channelWindow: FlowController.Configuration.initialCredit))
         _ = try other.openRemoteChannel(4, initialWindow: 0)
         _ = other.connectionEstablished()
-        #expect(throws: FlowControlError.flowControlViolation(channel: 4, received: Self.initial + 1, credit: Self.initial)) {
+        #expect(
+            throws: FlowControlError.flowControlViolation(channel: 4, received: Self.initial + 1, credit: Self.initial)
+        ) {
             try other.received(channel: 4, count: Self.initial + 1)
         }
     }
@@ -235,7 +240,9 @@ struct FlowControllerTests {
                     let count = try sender.reserve(channel: channel, upTo: min(65_536, remaining[channel]!))
                     guard count > 0 else { break }
                     remaining[channel]! -= count
-                    send([.channelData(channel: channel, bytes: [UInt8](repeating: 0, count: count))], &toReceiver, now: now)
+                    send(
+                        [.channelData(channel: channel, bytes: [UInt8](repeating: 0, count: count))], &toReceiver,
+                        now: now)
                 }
             }
             let inFlight = toReceiver.reduce(0) { total, item in

@@ -49,7 +49,8 @@ struct FrameDecoderTests {
     @Test("an unknown frame type is passed up, and the stream continues after it")
     func unknownType() throws {
         var decoder = FrameDecoder()
-        decoder.append(hex("01 FE 00 00  00000000  00000002  0102") + hex("01 02 00 00 00000000 00000008 0000000000000001"))
+        decoder.append(
+            hex("01 FE 00 00  00000000  00000002  0102") + hex("01 02 00 00 00000000 00000008 0000000000000001"))
         #expect(try decoder.next() == .unknown(type: FrameType(rawValue: 0xFE), flags: 0, channel: 0, payload: [1, 2]))
         #expect(try decoder.next() == .ping(token: 1))
     }
@@ -121,7 +122,9 @@ struct FrameDecoderTests {
         expectFailure(
             .unexpectedChannel(type: .ping, channel: 4), hex("01 02 00 00  00000004  00000008  0000000000000000"))
         expectFailure(.unexpectedChannel(type: .channelData, channel: 0), hex("01 11 00 00  00000000  00000000"))
-        expectFailure(.unexpectedChannel(type: .message, channel: 0), hex("01 20 03 00  00000000  0000000C  00000000 0000000000000000"))
+        expectFailure(
+            .unexpectedChannel(type: .message, channel: 0),
+            hex("01 20 03 00  00000000  0000000C  00000000 0000000000000000"))
     }
 
     @Test("reserved byte and undefined flags are refused")
@@ -143,7 +146,8 @@ struct FrameDecoderTests {
             .malformed(type: .channelClose, reason: "1 byte(s) after the last field"),
             hex("01 12 00 00  00000001  00000001  00"))
         expectFailure(.truncated(type: .channelReset, needed: 4), hex("01 13 00 00  00000001  00000000"))
-        expectFailure(.truncated(type: .channelOpen, needed: 2), hex("01 10 00 00  00000001  00000007  02 00000010 03 41"))
+        expectFailure(
+            .truncated(type: .channelOpen, needed: 2), hex("01 10 00 00  00000001  00000007  02 00000010 03 41"))
     }
 
     @Test("channel kinds, windows and increments out of range are refused")
@@ -187,7 +191,8 @@ struct FrameDecoderTests {
         var stream: [UInt8] = []
         for index in 0..<200 {
             let count = Int.random(in: 0...1024, using: &random)
-            stream += try encoder.encode(.channelData(channel: 1, bytes: [UInt8](repeating: UInt8(index % 256), count: count)))
+            stream += try encoder.encode(
+                .channelData(channel: 1, bytes: [UInt8](repeating: UInt8(index % 256), count: count)))
         }
         var decoder = FrameDecoder(limits: limits)
         var offset = 0

@@ -21,7 +21,8 @@ struct FrameEncoderTests {
             try encoder.encode(.goodbye(reason: 0, text: String(repeating: "x", count: 257)))
         }
         #expect(throws: FrameEncodingError.fieldLength(type: .channelOpen, field: "name", length: 256, limit: 255)) {
-            try encoder.encode(.channelOpen(channel: 1, kind: .stream, name: String(repeating: "x", count: 256), initialWindow: 0))
+            try encoder.encode(
+                .channelOpen(channel: 1, kind: .stream, name: String(repeating: "x", count: 256), initialWindow: 0))
         }
         #expect(throws: FrameEncodingError.unexpectedChannel(type: .channelData, channel: 0)) {
             try encoder.encode(.channelData(channel: 0, bytes: []))
@@ -29,14 +30,20 @@ struct FrameEncoderTests {
         #expect(throws: FrameEncodingError.payloadTooLarge(length: 65_537, limit: 65_536)) {
             try encoder.encode(.channelData(channel: 1, bytes: [UInt8](repeating: 0, count: 65_537)))
         }
-        #expect(throws: FrameEncodingError.invalidField(type: .windowUpdate, reason: "increment 0 is not in 1...2^31-1")) {
+        #expect(
+            throws: FrameEncodingError.invalidField(type: .windowUpdate, reason: "increment 0 is not in 1...2^31-1")
+        ) {
             try encoder.encode(.windowUpdate(channel: 0, increment: 0))
         }
         #expect(throws: (any Error).self) {
-            try encoder.encode(.message(channel: 1, fragment: Frame.MessageFragment(id: 0, totalLength: 1, isLast: true, bytes: [])))
+            try encoder.encode(
+                .message(channel: 1, fragment: Frame.MessageFragment(id: 0, totalLength: 1, isLast: true, bytes: [])))
         }
         #expect(throws: (any Error).self) {
-            try encoder.encode(.message(channel: 1, fragment: Frame.MessageFragment(id: 0, totalLength: (1 << 30) + 1, isLast: false, bytes: [])))
+            try encoder.encode(
+                .message(
+                    channel: 1,
+                    fragment: Frame.MessageFragment(id: 0, totalLength: (1 << 30) + 1, isLast: false, bytes: [])))
         }
         #expect(throws: (any Error).self) {
             try encoder.encode(.unknown(type: .ping, flags: 0, channel: 0, payload: []))
@@ -57,7 +64,9 @@ struct FrameEncoderTests {
     @Test("the largest payload round-trips")
     func largestPayload() throws {
         let frame = Frame.message(
-            channel: 9, fragment: Frame.MessageFragment(id: 1, totalLength: nil, isLast: false, bytes: [UInt8](repeating: 0xA5, count: 65_532)))
+            channel: 9,
+            fragment: Frame.MessageFragment(
+                id: 1, totalLength: nil, isLast: false, bytes: [UInt8](repeating: 0xA5, count: 65_532)))
         let bytes = try encoder.encode(frame)
         #expect(bytes.count == 12 + 65_536)
         var decoder = FrameDecoder()
@@ -136,14 +145,18 @@ func randomFrame(using random: inout SplitMix64) -> Frame {
         let isFirst = Bool.random(using: &random)
         let isLast = Bool.random(using: &random)
         let total: UInt64? =
-            isFirst ? (isLast ? UInt64(data.count) : UInt64.random(in: UInt64(data.count)...(1 << 30), using: &random)) : nil
+            isFirst
+            ? (isLast ? UInt64(data.count) : UInt64.random(in: UInt64(data.count)...(1 << 30), using: &random)) : nil
         return .message(
-            channel: channel, fragment: Frame.MessageFragment(id: .random(in: 0...UInt32.max, using: &random), totalLength: total, isLast: isLast, bytes: data))
+            channel: channel,
+            fragment: Frame.MessageFragment(
+                id: .random(in: 0...UInt32.max, using: &random), totalLength: total, isLast: isLast, bytes: data))
     default:
         var type = FrameType(rawValue: .random(in: 0...255, using: &random))
         while FrameType.known.contains(type) { type = FrameType(rawValue: type.rawValue &+ 1) }
         return .unknown(
-            type: type, flags: .random(in: 0...255, using: &random), channel: .random(in: 0...UInt32.max, using: &random),
+            type: type, flags: .random(in: 0...255, using: &random),
+            channel: .random(in: 0...UInt32.max, using: &random),
             payload: bytes(0...100))
     }
 }

@@ -127,7 +127,9 @@ let frameVectors: [FrameVector] = [
     FrameVector(
         "message, first fragment",
         "01 20 01 00  00000001  0000000F  00000009  0000000000000005  616263  # FIRST, id 9, total 5, \"abc\"",
-        .message(channel: 1, fragment: Frame.MessageFragment(id: 9, totalLength: 5, isLast: false, bytes: [0x61, 0x62, 0x63]))),
+        .message(
+            channel: 1,
+            fragment: Frame.MessageFragment(id: 9, totalLength: 5, isLast: false, bytes: [0x61, 0x62, 0x63]))),
     FrameVector(
         "message, middle fragment",
         "01 20 00 00  00000001  00000005  00000009  64  # no flags, id 9, \"d\"",

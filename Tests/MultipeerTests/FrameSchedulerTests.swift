@@ -44,7 +44,10 @@ struct FrameSchedulerTests {
         try scheduler.enqueueData([UInt8](repeating: 3, count: 250), channel: 3)
         let frames = drain(&scheduler, &flow)
         #expect(frames.map(\.channel) == [1, 2, 3, 1, 2, 3, 1, 3])
-        #expect(frames.map { if case .channelData(_, let bytes) = $0 { bytes.count } else { -1 } } == [100, 100, 100, 100, 50, 100, 100, 50])
+        #expect(
+            frames.map { if case .channelData(_, let bytes) = $0 { bytes.count } else { -1 } } == [
+                100, 100, 100, 100, 50, 100, 100, 50,
+            ])
         #expect(scheduler.activeChannels == [])
     }
 
@@ -72,7 +75,9 @@ struct FrameSchedulerTests {
         }
         #expect(reassembled == message)
         // The whole payloads were charged to flow control, id and length included.
-        #expect(flow.sendWindow(4)!.credit == 0x4000_0000 + Int(FlowController.Configuration.initialCredit) - 200_000 - 12 - 3 * 4)
+        #expect(
+            flow.sendWindow(4)!.credit == 0x4000_0000 + Int(FlowController.Configuration.initialCredit) - 200_000 - 12
+                - 3 * 4)
     }
 
     @Test("an empty message is one FIRST|LAST fragment; message ids count up per channel")
@@ -98,7 +103,8 @@ struct FrameSchedulerTests {
         try scheduler.enqueueMessage(Array("hello".utf8), channel: 3)
         #expect(
             scheduler.next(flow: &flow)
-                == .message(channel: 3, fragment: .init(id: 0, totalLength: 5, isLast: true, bytes: Array("hello".utf8))))
+                == .message(
+                    channel: 3, fragment: .init(id: 0, totalLength: 5, isLast: true, bytes: Array("hello".utf8))))
         // Bulk resumes where it was.
         #expect(scheduler.next(flow: &flow)?.channel == 2)
     }
@@ -120,7 +126,9 @@ struct FrameSchedulerTests {
         #expect(scheduler.next(flow: &flow) == .channelData(channel: 2, bytes: [7]))
         try flow.receivedWindowUpdate(channel: 1, increment: 100_000)
         let rest = drain(&scheduler, &flow)
-        #expect(rest.reduce(0) { if case .channelData(_, let bytes) = $1 { $0 + bytes.count } else { $0 } } == 300_000 - initial)
+        #expect(
+            rest.reduce(0) { if case .channelData(_, let bytes) = $1 { $0 + bytes.count } else { $0 } } == 300_000
+                - initial)
         #expect(scheduler.activeChannels == [])
     }
 
@@ -132,11 +140,15 @@ struct FrameSchedulerTests {
         try scheduler.enqueueMessage([1, 2], channel: 1)
         #expect(scheduler.next(flow: &flow) == nil)
         try flow.receivedWindowUpdate(channel: 1, increment: 1)
-        #expect(scheduler.next(flow: &flow) == .message(channel: 1, fragment: .init(id: 0, totalLength: 2, isLast: false, bytes: [1])))
+        #expect(
+            scheduler.next(flow: &flow)
+                == .message(channel: 1, fragment: .init(id: 0, totalLength: 2, isLast: false, bytes: [1])))
         try flow.receivedWindowUpdate(channel: 1, increment: 4)
         #expect(scheduler.next(flow: &flow) == nil)
         try flow.receivedWindowUpdate(channel: 1, increment: 1)
-        #expect(scheduler.next(flow: &flow) == .message(channel: 1, fragment: .init(id: 0, totalLength: nil, isLast: true, bytes: [2])))
+        #expect(
+            scheduler.next(flow: &flow)
+                == .message(channel: 1, fragment: .init(id: 0, totalLength: nil, isLast: true, bytes: [2])))
     }
 
     @Test("close goes after the channel's data, and nothing can be queued after it")
@@ -157,9 +169,13 @@ struct FrameSchedulerTests {
         var scheduler = FrameScheduler(limits: .init(maximumControlFrames: 2, maximumQueuedItemsPerChannel: 3))
         try scheduler.enqueueControl(.ping(token: 0))
         try scheduler.enqueueControl(.pong(token: 0))
-        #expect(throws: FrameSchedulerError.controlQueueFull(limit: 2)) { try scheduler.enqueueControl(.ping(token: 1)) }
+        #expect(throws: FrameSchedulerError.controlQueueFull(limit: 2)) {
+            try scheduler.enqueueControl(.ping(token: 1))
+        }
         for _ in 0..<3 { try scheduler.enqueueData([0], channel: 5) }
-        #expect(throws: FrameSchedulerError.channelQueueFull(channel: 5, limit: 3)) { try scheduler.enqueueData([0], channel: 5) }
+        #expect(throws: FrameSchedulerError.channelQueueFull(channel: 5, limit: 3)) {
+            try scheduler.enqueueData([0], channel: 5)
+        }
         #expect(throws: FrameSchedulerError.channelNotWritable(0)) { try scheduler.enqueueData([0], channel: 0) }
     }
 
@@ -167,7 +183,9 @@ struct FrameSchedulerTests {
     func removal() throws {
         var flow = try flow(channels: [1, 2, 3])
         var scheduler = FrameScheduler(limits: .init(maximumPayloadLength: 100))
-        for channel: UInt32 in [1, 2, 3] { try scheduler.enqueueData([UInt8](repeating: 0, count: 200), channel: channel) }
+        for channel: UInt32 in [1, 2, 3] {
+            try scheduler.enqueueData([UInt8](repeating: 0, count: 200), channel: channel)
+        }
         #expect(scheduler.next(flow: &flow)?.channel == 1)
         scheduler.removeChannel(2)
         #expect(scheduler.activeChannels == [3, 1])

@@ -39,8 +39,7 @@ public struct FlowController: Sendable {
         ///   - connectionWindow: The connection receive window in bytes.
         ///   - channelWindow: The per-channel receive window in bytes.
         ///   - maximumChannels: The most open channels.
-        public init(connectionWindow: UInt32 = 16 << 20, channelWindow: UInt32 = 4 << 20, maximumChannels: Int = 1024)
-        {
+        public init(connectionWindow: UInt32 = 16 << 20, channelWindow: UInt32 = 4 << 20, maximumChannels: Int = 1024) {
             precondition(
                 (Self.initialCredit...SendWindow.maximumCredit).contains(connectionWindow)
                     && (Self.initialCredit...SendWindow.maximumCredit).contains(channelWindow),

@@ -11,8 +11,8 @@ public struct FrameDecoder: Sendable {
     /// The bounds enforced on every frame.
     public let limits: FrameLimits
     private var buffer: [UInt8] = []
-    /// Where unread bytes start in `buffer`; consumed bytes are dropped lazily to avoid moving memory for
-    /// every frame.
+    /// Where unread bytes start in `buffer`; decoded bytes are dropped at the next append rather than after
+    /// every frame, so a read holding many small frames moves its memory once.
     private var readIndex = 0
     private var failure: FrameDecodingError?
 
@@ -29,7 +29,9 @@ public struct FrameDecoder: Sendable {
     /// - Parameter bytes: The bytes of one read, in stream order.
     public mutating func append(_ bytes: some Collection<UInt8>) {
         guard failure == nil else { return }
-        if readIndex > 0 && (readIndex == buffer.count || readIndex >= limits.maximumPayloadLength) {
+        // Drop what was already decoded, so the buffer is only the unread part of at most one frame plus
+        // this read (moving that part costs at most one frame's bytes per read).
+        if readIndex > 0 {
             buffer.removeSubrange(0..<readIndex)
             readIndex = 0
         }
@@ -186,7 +188,8 @@ private struct PayloadReader {
                 total = length
             }
             frame = .message(
-                channel: channel, fragment: Frame.MessageFragment(id: id, totalLength: total, isLast: isLast, bytes: readRest()))
+                channel: channel,
+                fragment: Frame.MessageFragment(id: id, totalLength: total, isLast: isLast, bytes: readRest()))
         }
         guard offset == end else {
             throw .malformed(type: type, reason: "\(end - offset) byte(s) after the last field")
