@@ -210,6 +210,53 @@ struct FrameDecoderTests {
         try decoder.finish()
     }
 
+    /// A deterministic stand-in for the libFuzzer target (which needs a package target of its own): mutated
+    /// golden vectors and random bytes never crash the decoder, and whatever it accepts encodes to a frame
+    /// that decodes to the same value.
+    @Test("mutated vectors and random bytes: no crash, and accepted frames round-trip", arguments: UInt64(1)...4)
+    func mutations(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let limits = FrameLimits(maximumPayloadLength: 512)
+        let encoder = FrameEncoder(limits: limits)
+        var accepted = 0
+        for round in 0..<3000 {
+            var bytes: [UInt8]
+            if round.isMultiple(of: 4) {
+                bytes = (0..<Int.random(in: 0...64, using: &random)).map { _ in
+                    UInt8.random(in: 0...255, using: &random)
+                }
+                // Mostly valid headers, so the payload parsers are reached.
+                if bytes.count >= 4 && Bool.random(using: &random) {
+                    bytes[0] = 1
+                    bytes[3] = 0
+                }
+            } else {
+                bytes = frameVectors.randomElement(using: &random)!.bytes
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    let index = Int.random(in: 0..<bytes.count, using: &random)
+                    switch Int.random(in: 0..<3, using: &random) {
+                    case 0: bytes[index] ^= 1 << UInt8.random(in: 0...7, using: &random)
+                    case 1: bytes[index] = .random(in: 0...255, using: &random)
+                    default: bytes.removeSubrange(index...)
+                    }
+                    if bytes.isEmpty { break }
+                }
+            }
+            var decoder = FrameDecoder(limits: limits)
+            decoder.append(bytes)
+            while true {
+                let frame: Frame?
+                do { frame = try decoder.next() } catch { break }
+                guard let frame else { break }
+                accepted += 1
+                var again = FrameDecoder(limits: limits)
+                again.append(try encoder.encode(frame))
+                #expect(try again.next() == frame)
+            }
+        }
+        #expect(accepted > 100)
+    }
+
     @Test("errors describe themselves")
     func descriptions() {
         #expect(
