@@ -179,6 +179,20 @@ struct FrameSchedulerTests {
         #expect(throws: FrameSchedulerError.channelNotWritable(0)) { try scheduler.enqueueData([0], channel: 0) }
     }
 
+    @Test("a control queue that never drains completely keeps bounded storage")
+    func controlStorage() throws {
+        var flow = FlowController()
+        var scheduler = FrameScheduler(limits: .init(maximumControlFrames: 8))
+        try scheduler.enqueueControl(.ping(token: 0))
+        for token in UInt64(1)...10_000 {
+            try scheduler.enqueueControl(.pong(token: token))
+            #expect(scheduler.next(flow: &flow) != nil)
+            #expect(scheduler.controlStorageCount <= 16)
+        }
+        #expect(scheduler.queuedControlFrames == 1)
+        #expect(scheduler.next(flow: &flow) == .pong(token: 10_000))
+    }
+
     @Test("a reset channel's queue is dropped and the others keep their turns")
     func removal() throws {
         var flow = try flow(channels: [1, 2, 3])

@@ -93,6 +93,8 @@ public struct FrameScheduler: Sendable {
 
     /// The number of control frames waiting.
     public var queuedControlFrames: Int { control.count - controlHead }
+    /// The control frames held, sent ones included (for tests of the storage bound).
+    var controlStorageCount: Int { control.count }
     /// The channels with queued work, in the order they will next be served.
     public var activeChannels: [UInt32] { Array(ring[cursor...] + ring[..<cursor]) }
 
@@ -102,6 +104,12 @@ public struct FrameScheduler: Sendable {
     public mutating func enqueueControl(_ frame: Frame) throws(FrameSchedulerError) {
         guard queuedControlFrames < limits.maximumControlFrames else {
             throw .controlQueueFull(limit: limits.maximumControlFrames)
+        }
+        // Sent frames are dropped once they are half the storage, so a queue that never fully drains (a
+        // frame queued for every one sent) still stays within twice its limit.
+        if controlHead > 0 && controlHead >= control.count / 2 {
+            control.removeSubrange(0..<controlHead)
+            controlHead = 0
         }
         control.append(frame)
     }
