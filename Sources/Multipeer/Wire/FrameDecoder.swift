@@ -1,0 +1,252 @@
+/// Decodes a byte stream into frames, whether the bytes arrive all at once or one at a time.
+///
+/// Feed each read with ``append(_:)``, then call ``next()`` until it returns `nil` (more bytes needed)
+/// before the next read. Used that way, the buffer never holds more than one frame
+/// (12 + ``FrameLimits/maximumPayloadLength`` bytes) plus one read: a header is checked as soon as its
+/// 12 bytes are buffered, so a frame declaring an oversized payload is refused before any of that payload
+/// is kept, and a complete frame is taken out of the buffer as soon as it is decoded.
+///
+/// After an error the stream position is lost; the decoder stays failed and ``next()`` rethrows the error.
+public struct FrameDecoder: Sendable {
+    /// The bounds enforced on every frame.
+    public let limits: FrameLimits
+    private var buffer: [UInt8] = []
+    /// Where unread bytes start in `buffer`; decoded bytes are dropped at the next append rather than after
+    /// every frame, so a read holding many small frames moves its memory once.
+    private var readIndex = 0
+    private var failure: FrameDecodingError?
+
+    /// Creates a decoder.
+    /// - Parameter limits: The bounds to enforce; protocol version 1 defaults.
+    public init(limits: FrameLimits = .standard) {
+        self.limits = limits
+    }
+
+    /// The number of received bytes not yet returned as frames.
+    public var bufferedByteCount: Int { buffer.count - readIndex }
+
+    /// Adds received bytes.
+    /// - Parameter bytes: The bytes of one read, in stream order.
+    public mutating func append(_ bytes: some Collection<UInt8>) {
+        guard failure == nil else { return }
+        // Drop what was already decoded, so the buffer is only the unread part of at most one frame plus
+        // this read (moving that part costs at most one frame's bytes per read).
+        if readIndex > 0 {
+            buffer.removeSubrange(0..<readIndex)
+            readIndex = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// Decodes the next frame if all of its bytes have arrived.
+    /// - Returns: The frame, or `nil` when more bytes are needed.
+    /// - Throws: ``FrameDecodingError`` when the bytes cannot be a valid frame; the decoder stays failed.
+    public mutating func next() throws(FrameDecodingError) -> Frame? {
+        if let failure { throw failure }
+        do throws(FrameDecodingError) {
+            return try decodeNext()
+        } catch {
+            failure = error
+            buffer = []
+            readIndex = 0
+            throw error
+        }
+    }
+
+    /// Checks that the stream ended between frames; call it when the connection closes.
+    /// - Throws: ``FrameDecodingError/truncatedStream(buffered:)`` if part of a frame is buffered, or the
+    ///   error the decoder already failed with.
+    public func finish() throws(FrameDecodingError) {
+        if let failure { throw failure }
+        if bufferedByteCount > 0 { throw .truncatedStream(buffered: bufferedByteCount) }
+    }
+
+    private mutating func decodeNext() throws(FrameDecodingError) -> Frame? {
+        guard bufferedByteCount >= Frame.headerLength else { return nil }
+        let h = readIndex
+        let version = buffer[h]
+        guard version == Frame.headerVersion else { throw .unknownVersion(version) }
+        let type = FrameType(rawValue: buffer[h + 1])
+        let flags = buffer[h + 2]
+        guard buffer[h + 3] == 0 else { throw .reservedBitsSet(buffer[h + 3]) }
+        let channel = buffer.readBigEndianUInt32(at: h + 4)
+        let length = buffer.readBigEndianUInt32(at: h + 8)
+        guard length <= limits.maximumPayloadLength else {
+            throw .payloadTooLarge(length: length, limit: limits.maximumPayloadLength)
+        }
+        let start = h + Frame.headerLength
+        let end = start + Int(length)
+        guard end <= buffer.count else { return nil }
+        var reader = PayloadReader(bytes: buffer, type: type, offset: start, end: end)
+        let frame = try reader.readFrame(flags: flags, channel: channel, limits: limits)
+        readIndex = end
+        if readIndex == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            readIndex = 0
+        }
+        return frame
+    }
+}
+
+/// A cursor over one frame's payload.
+private struct PayloadReader {
+    let bytes: [UInt8]
+    let type: FrameType
+    var offset: Int
+    let end: Int
+
+    init(bytes: [UInt8], type: FrameType, offset: Int, end: Int) {
+        self.bytes = bytes
+        self.type = type
+        self.offset = offset
+        self.end = end
+    }
+
+    mutating func readFrame(flags: UInt8, channel: UInt32, limits: FrameLimits) throws(FrameDecodingError)
+        -> Frame
+    {
+        guard FrameType.known.contains(type) else {
+            return .unknown(type: type, flags: flags, channel: channel, payload: readRest())
+        }
+        if type.isConnectionLevel {
+            guard channel == 0 else { throw .unexpectedChannel(type: type, channel: channel) }
+        } else if type != .windowUpdate && channel == 0 {
+            throw .unexpectedChannel(type: type, channel: channel)
+        }
+        let allowedFlags = type == .message ? Frame.MessageFlags.first | Frame.MessageFlags.last : 0
+        guard flags & ~allowedFlags == 0 else { throw .unknownFlags(type: type, flags: flags) }
+        let frame: Frame
+        switch type {
+        case .hello:
+            let major = try readUInt8()
+            let minor = try readUInt8()
+            guard major == Frame.protocolMajorVersion else { throw .unsupportedVersion(major: major, minor: minor) }
+            let capabilities = Frame.Capabilities(rawValue: try readUInt32())
+            let name = try readString(
+                "display name", length: Int(try readUInt8()), limit: limits.maximumDisplayNameLength,
+                allowEmpty: false)
+            let fingerprintLength = Int(try readUInt8())
+            guard fingerprintLength <= limits.maximumFingerprintLength else {
+                throw .fieldLength(
+                    type: type, field: "fingerprint", length: fingerprintLength,
+                    limit: limits.maximumFingerprintLength)
+            }
+            let fingerprint = try readBytes(fingerprintLength)
+            // Later minor versions may append fields; a major-1 peer ignores them.
+            offset = end
+            frame = .hello(
+                Frame.Hello(
+                    majorVersion: major, minorVersion: minor, capabilities: capabilities, displayName: name,
+                    fingerprint: fingerprint))
+        case .ping:
+            frame = .ping(token: try readUInt64())
+        case .pong:
+            frame = .pong(token: try readUInt64())
+        case .goodbye, .error:
+            let code = try readUInt32()
+            let text = try readString("text", length: end - offset, limit: limits.maximumTextLength)
+            frame = type == .goodbye ? .goodbye(reason: code, text: text) : .error(code: code, text: text)
+        case .channelOpen:
+            let rawKind = try readUInt8()
+            guard let kind = Frame.ChannelKind(rawValue: rawKind) else {
+                throw .malformed(type: type, reason: "unknown channel kind \(rawKind)")
+            }
+            let window = try readUInt32()
+            guard window <= SendWindow.maximumCredit else {
+                throw .malformed(type: type, reason: "initial window \(window) exceeds 2^31-1")
+            }
+            let name = try readString(
+                "name", length: Int(try readUInt8()), limit: limits.maximumChannelNameLength)
+            frame = .channelOpen(channel: channel, kind: kind, name: name, initialWindow: window)
+        case .channelData:
+            frame = .channelData(channel: channel, bytes: readRest())
+        case .channelClose:
+            frame = .channelClose(channel: channel)
+        case .channelReset:
+            frame = .channelReset(channel: channel, code: try readUInt32())
+        case .windowUpdate:
+            let increment = try readUInt32()
+            guard increment >= 1 && increment <= SendWindow.maximumCredit else {
+                throw .malformed(type: type, reason: "increment \(increment) is not in 1...2^31-1")
+            }
+            frame = .windowUpdate(channel: channel, increment: increment)
+        default:  // .message
+            let id = try readUInt32()
+            let isLast = flags & Frame.MessageFlags.last != 0
+            var total: UInt64?
+            if flags & Frame.MessageFlags.first != 0 {
+                let length = try readUInt64()
+                guard length <= limits.maximumMessageLength else {
+                    throw .messageTooLarge(length: length, limit: limits.maximumMessageLength)
+                }
+                let fragmentLength = UInt64(end - offset)
+                guard fragmentLength <= length, !isLast || fragmentLength == length else {
+                    throw .malformed(
+                        type: type,
+                        reason: "first fragment of \(fragmentLength) bytes contradicts total length \(length)")
+                }
+                total = length
+            }
+            frame = .message(
+                channel: channel,
+                fragment: Frame.MessageFragment(id: id, totalLength: total, isLast: isLast, bytes: readRest()))
+        }
+        guard offset == end else {
+            throw .malformed(type: type, reason: "\(end - offset) byte(s) after the last field")
+        }
+        return frame
+    }
+
+    @inline(__always) mutating func need(_ count: Int) throws(FrameDecodingError) {
+        if offset + count > end { throw .truncated(type: type, needed: offset + count - end) }
+    }
+
+    mutating func readUInt8() throws(FrameDecodingError) -> UInt8 {
+        try need(1)
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func readUInt32() throws(FrameDecodingError) -> UInt32 {
+        try need(4)
+        defer { offset += 4 }
+        return bytes.readBigEndianUInt32(at: offset)
+    }
+
+    mutating func readUInt64() throws(FrameDecodingError) -> UInt64 {
+        let high = UInt64(try readUInt32())
+        return high << 32 | UInt64(try readUInt32())
+    }
+
+    mutating func readBytes(_ count: Int) throws(FrameDecodingError) -> [UInt8] {
+        try need(count)
+        defer { offset += count }
+        return Array(bytes[offset..<offset + count])
+    }
+
+    mutating func readRest() -> [UInt8] {
+        defer { offset = end }
+        return Array(bytes[offset..<end])
+    }
+
+    mutating func readString(_ field: String, length: Int, limit: Int, allowEmpty: Bool = true)
+        throws(FrameDecodingError) -> String
+    {
+        guard length <= limit, allowEmpty || length > 0 else {
+            throw .fieldLength(type: type, field: field, length: length, limit: limit)
+        }
+        try need(length)
+        defer { offset += length }
+        guard let string = String(validating: bytes[offset..<offset + length], as: UTF8.self) else {
+            throw .invalidUTF8(type: type, field: field)
+        }
+        return string
+    }
+}
+
+extension [UInt8] {
+    @inline(__always) func readBigEndianUInt32(at index: Int) -> UInt32 {
+        UInt32(self[index]) << 24 | UInt32(self[index + 1]) << 16 | UInt32(self[index + 2]) << 8
+            | UInt32(self[index + 3])
+    }
+}

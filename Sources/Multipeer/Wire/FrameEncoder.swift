@@ -1,0 +1,163 @@
+/// Encodes frames into their wire form (see `docs/WIRE.md`), refusing any frame the peer's
+/// ``FrameDecoder`` would reject, so a bug here surfaces as an error at the sender, not as a dropped
+/// connection.
+public struct FrameEncoder: Sendable {
+    /// The bounds every encoded frame must respect; use the same values as the peer's decoder.
+    public let limits: FrameLimits
+
+    /// Creates an encoder.
+    /// - Parameter limits: The bounds to enforce; protocol version 1 defaults.
+    public init(limits: FrameLimits = .standard) {
+        self.limits = limits
+    }
+
+    /// Encodes one frame.
+    /// - Parameter frame: The frame to encode.
+    /// - Returns: The 12-byte header followed by the payload.
+    /// - Throws: ``FrameEncodingError`` if the frame breaks a rule of its layout or a limit.
+    public func encode(_ frame: Frame) throws(FrameEncodingError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        try encode(frame, into: &bytes)
+        return bytes
+    }
+
+    /// Appends one encoded frame to `bytes`; on error `bytes` is left as it was.
+    /// - Parameters:
+    ///   - frame: The frame to encode.
+    ///   - bytes: The buffer to append to.
+    /// - Throws: ``FrameEncodingError`` if the frame breaks a rule of its layout or a limit.
+    public func encode(_ frame: Frame, into bytes: inout [UInt8]) throws(FrameEncodingError) {
+        let type = frame.type
+        let channel = frame.channel
+        if type.isConnectionLevel || frame.isUnknown {
+            // Unknown types carry whatever channel they were given.
+            if type.isConnectionLevel && channel != 0 { throw .unexpectedChannel(type: type, channel: channel) }
+        } else if type != .windowUpdate && channel == 0 {
+            throw .unexpectedChannel(type: type, channel: channel)
+        }
+        let start = bytes.count
+        var flags: UInt8 = 0
+        bytes.append(contentsOf: [Frame.headerVersion, type.rawValue, 0, 0])
+        bytes.appendBigEndian(channel)
+        bytes.appendBigEndian(UInt32(0))  // length, patched below
+        do throws(FrameEncodingError) {
+            flags = try appendPayload(of: frame, to: &bytes)
+        } catch {
+            bytes.removeSubrange(start...)
+            throw error
+        }
+        let length = bytes.count - start - Frame.headerLength
+        guard length <= limits.maximumPayloadLength else {
+            bytes.removeSubrange(start...)
+            throw .payloadTooLarge(length: length, limit: limits.maximumPayloadLength)
+        }
+        bytes[start + 2] = flags
+        let lengthField = UInt32(length)
+        for index in 0..<4 {
+            bytes[start + 8 + index] = UInt8(truncatingIfNeeded: lengthField >> (24 - 8 * index))
+        }
+    }
+
+    /// Appends the payload and returns the header flags.
+    private func appendPayload(of frame: Frame, to bytes: inout [UInt8]) throws(FrameEncodingError) -> UInt8 {
+        switch frame {
+        case .hello(let hello):
+            let name = Array(hello.displayName.utf8)
+            try check(.hello, "display name", name.count, limit: limits.maximumDisplayNameLength, allowEmpty: false)
+            try check(.hello, "fingerprint", hello.fingerprint.count, limit: limits.maximumFingerprintLength)
+            bytes.append(hello.majorVersion)
+            bytes.append(hello.minorVersion)
+            bytes.appendBigEndian(hello.capabilities.rawValue)
+            bytes.append(UInt8(name.count))
+            bytes.append(contentsOf: name)
+            bytes.append(UInt8(hello.fingerprint.count))
+            bytes.append(contentsOf: hello.fingerprint)
+        case .ping(let token), .pong(let token):
+            bytes.appendBigEndian(token)
+        case .goodbye(let code, let text), .error(let code, let text):
+            let utf8 = Array(text.utf8)
+            try check(frame.type, "text", utf8.count, limit: limits.maximumTextLength, lengthPrefixed: false)
+            bytes.appendBigEndian(code)
+            bytes.append(contentsOf: utf8)
+        case .channelOpen(_, let kind, let name, let initialWindow):
+            let utf8 = Array(name.utf8)
+            try check(.channelOpen, "name", utf8.count, limit: limits.maximumChannelNameLength)
+            guard initialWindow <= SendWindow.maximumCredit else {
+                throw .invalidField(type: .channelOpen, reason: "initial window \(initialWindow) exceeds 2^31-1")
+            }
+            bytes.append(kind.rawValue)
+            bytes.appendBigEndian(initialWindow)
+            bytes.append(UInt8(utf8.count))
+            bytes.append(contentsOf: utf8)
+        case .channelData(_, let data):
+            bytes.append(contentsOf: data)
+        case .channelClose:
+            break
+        case .channelReset(_, let code):
+            bytes.appendBigEndian(code)
+        case .windowUpdate(_, let increment):
+            guard increment >= 1 && increment <= SendWindow.maximumCredit else {
+                throw .invalidField(type: .windowUpdate, reason: "increment \(increment) is not in 1...2^31-1")
+            }
+            bytes.appendBigEndian(increment)
+        case .message(_, let fragment):
+            var flags: UInt8 = fragment.isLast ? Frame.MessageFlags.last : 0
+            bytes.appendBigEndian(fragment.id)
+            if let total = fragment.totalLength {
+                flags |= Frame.MessageFlags.first
+                guard total <= limits.maximumMessageLength else {
+                    throw .invalidField(
+                        type: .message, reason: "length \(total) exceeds the limit of \(limits.maximumMessageLength)")
+                }
+                guard UInt64(fragment.bytes.count) <= total, !fragment.isLast || fragment.bytes.count == total
+                else {
+                    throw .invalidField(
+                        type: .message,
+                        reason: "first fragment of \(fragment.bytes.count) bytes contradicts total length \(total)")
+                }
+                bytes.appendBigEndian(total)
+            }
+            bytes.append(contentsOf: fragment.bytes)
+            return flags
+        case .unknown(let type, let flags, _, let payload):
+            guard !FrameType.known.contains(type) else {
+                throw .invalidField(type: type, reason: "a known type cannot be encoded as an unknown frame")
+            }
+            bytes.append(contentsOf: payload)
+            return flags
+        }
+        return 0
+    }
+
+    private func check(
+        _ type: FrameType, _ field: String, _ length: Int, limit: Int, allowEmpty: Bool = true,
+        lengthPrefixed: Bool = true
+    ) throws(FrameEncodingError) {
+        // Length prefixes are one byte, so 255 caps those fields whatever the configuration says.
+        let limit = lengthPrefixed ? min(limit, 255) : limit
+        guard length <= limit, allowEmpty || length > 0 else {
+            throw .fieldLength(type: type, field: field, length: length, limit: limit)
+        }
+    }
+}
+
+extension Frame {
+    var isUnknown: Bool {
+        if case .unknown = self { return true }
+        return false
+    }
+}
+
+extension [UInt8] {
+    @inline(__always) mutating func appendBigEndian(_ value: UInt32) {
+        append(UInt8(truncatingIfNeeded: value >> 24))
+        append(UInt8(truncatingIfNeeded: value >> 16))
+        append(UInt8(truncatingIfNeeded: value >> 8))
+        append(UInt8(truncatingIfNeeded: value))
+    }
+
+    @inline(__always) mutating func appendBigEndian(_ value: UInt64) {
+        appendBigEndian(UInt32(truncatingIfNeeded: value >> 32))
+        appendBigEndian(UInt32(truncatingIfNeeded: value))
+    }
+}

@@ -1,0 +1,269 @@
+/// Chooses the next frame to send on a connection: a pure state machine, driven by the connection owner
+/// whenever the socket can take more bytes.
+///
+/// Order of service:
+/// 1. Control frames (hello, ping, pong, window updates, channel open and reset, goodbye, error), first in
+///    first out, so liveness and credit never wait behind data.
+/// 2. Channels whose next message is small (at most ``Limits/smallMessageLength`` bytes), round robin.
+/// 3. All other channels with queued work, round robin, one frame per turn.
+///
+/// Every data frame is cut to fit ``Limits/maximumPayloadLength`` and the flow-control credit of its channel
+/// and the connection, taken from the ``FlowController`` passed to ``next(flow:)``; a channel without credit
+/// is skipped, never waited for. So a small message queued during a 1 GiB transfer on another channel waits
+/// for at most the one frame being written. Within a channel, work goes out in the order it was queued
+/// (Apple's reliable mode delivers in order), so a message's fragments never interleave with another's of
+/// the same channel.
+public struct FrameScheduler: Sendable {
+    /// The scheduler's bounds.
+    public struct Limits: Sendable, Hashable {
+        /// The most control frames waiting.
+        ///
+        /// 1024: a healthy connection has a handful (a pong, some window updates); a thousand means the peer
+        /// is flooding requests faster than the socket drains, and the connection should be closed.
+        public var maximumControlFrames: Int
+        /// The most messages and writes waiting per channel.
+        ///
+        /// 64: enough to keep a channel busy between wake-ups; beyond that the `async` send suspends, so the
+        /// memory held is what callers already hold, in a bounded number of pieces.
+        public var maximumQueuedItemsPerChannel: Int
+        /// The largest message that gets priority over bulk data.
+        ///
+        /// 16 KiB: chat, game state and control messages fit; the priority class cannot starve bulk data for
+        /// long because each of its messages is at most a quarter of one frame.
+        public var smallMessageLength: Int
+        /// The largest frame payload produced; the peer's ``FrameLimits/maximumPayloadLength``.
+        public var maximumPayloadLength: Int
+
+        /// Creates limits; the defaults are 1024 control frames, 64 items per channel, 16 KiB small
+        /// messages and 64 KiB payloads.
+        /// - Parameters:
+        ///   - maximumControlFrames: The most control frames waiting.
+        ///   - maximumQueuedItemsPerChannel: The most messages and writes waiting per channel.
+        ///   - smallMessageLength: The largest message with priority.
+        ///   - maximumPayloadLength: The largest frame payload (more than 12 bytes).
+        public init(
+            maximumControlFrames: Int = 1024, maximumQueuedItemsPerChannel: Int = 64,
+            smallMessageLength: Int = 16_384, maximumPayloadLength: Int = FrameLimits.standard.maximumPayloadLength
+        ) {
+            precondition(maximumPayloadLength > messageFirstOverhead, "payload too small for a message fragment")
+            self.maximumControlFrames = maximumControlFrames
+            self.maximumQueuedItemsPerChannel = maximumQueuedItemsPerChannel
+            self.smallMessageLength = smallMessageLength
+            self.maximumPayloadLength = maximumPayloadLength
+        }
+    }
+
+    /// One queued message or write, with how much of it has been sent.
+    private struct Item: Sendable {
+        enum Kind: Sendable {
+            case message(id: UInt32)
+            case data
+            case close
+        }
+
+        var kind: Kind
+        var bytes: [UInt8]
+        /// Data bytes already sent.
+        var sent = 0
+        /// Whether the first fragment of a message has been sent (an empty message has one fragment).
+        var started = false
+    }
+
+    /// Bytes of a first message fragment's payload before its data: id and total length.
+    static let messageFirstOverhead = 12
+    /// Bytes of a later fragment's payload before its data: the id.
+    static let messageOverhead = 4
+
+    /// The bounds in force.
+    public let limits: Limits
+    private var control: [Frame] = []
+    private var controlHead = 0
+    private var queues: [UInt32: [Item]] = [:]
+    private var closing: Set<UInt32> = []
+    private var nextMessageID: [UInt32: UInt32] = [:]
+    /// Channels with queued work, in round-robin order; `cursor` is the next to serve.
+    private var ring: [UInt32] = []
+    private var cursor = 0
+
+    /// Creates an empty scheduler.
+    /// - Parameter limits: The bounds to enforce.
+    public init(limits: Limits = Limits()) {
+        self.limits = limits
+    }
+
+    /// The number of control frames waiting.
+    public var queuedControlFrames: Int { control.count - controlHead }
+    /// The control frames held, sent ones included (for tests of the storage bound).
+    var controlStorageCount: Int { control.count }
+    /// The channels with queued work, in the order they will next be served.
+    public var activeChannels: [UInt32] { Array(ring[cursor...] + ring[..<cursor]) }
+
+    /// Queues a control frame, sent before any data.
+    /// - Parameter frame: The frame.
+    /// - Throws: ``FrameSchedulerError/controlQueueFull(limit:)``.
+    public mutating func enqueueControl(_ frame: Frame) throws(FrameSchedulerError) {
+        guard queuedControlFrames < limits.maximumControlFrames else {
+            throw .controlQueueFull(limit: limits.maximumControlFrames)
+        }
+        // Sent frames are dropped once they are half the storage, so a queue that never fully drains (a
+        // frame queued for every one sent) still stays within twice its limit.
+        if controlHead > 0 && controlHead >= control.count / 2 {
+            control.removeSubrange(0..<controlHead)
+            controlHead = 0
+        }
+        control.append(frame)
+    }
+
+    /// Queues a whole message on a message channel; it is sent in fragments.
+    /// - Parameters:
+    ///   - bytes: The message, at most ``FrameLimits/maximumMessageLength`` bytes (the caller checks).
+    ///   - channel: The channel.
+    /// - Returns: The message id used in its fragments.
+    /// - Throws: ``FrameSchedulerError``.
+    @discardableResult
+    public mutating func enqueueMessage(_ bytes: [UInt8], channel: UInt32) throws(FrameSchedulerError) -> UInt32 {
+        let id = nextMessageID[channel, default: 0]
+        try enqueue(Item(kind: .message(id: id), bytes: bytes), channel: channel)
+        nextMessageID[channel] = id &+ 1
+        return id
+    }
+
+    /// Queues bytes on a stream or resource channel.
+    /// - Parameters:
+    ///   - bytes: The bytes.
+    ///   - channel: The channel.
+    /// - Throws: ``FrameSchedulerError``.
+    public mutating func enqueueData(_ bytes: [UInt8], channel: UInt32) throws(FrameSchedulerError) {
+        // An empty write has nothing to send; it still must be a writable channel.
+        guard !bytes.isEmpty else {
+            guard channel != 0, !closing.contains(channel) else { throw .channelNotWritable(channel) }
+            return
+        }
+        try enqueue(Item(kind: .data, bytes: bytes), channel: channel)
+    }
+
+    /// Queues a `channelClose` after everything already queued on the channel.
+    /// - Parameter channel: The channel.
+    /// - Throws: ``FrameSchedulerError``.
+    public mutating func enqueueClose(channel: UInt32) throws(FrameSchedulerError) {
+        try enqueue(Item(kind: .close, bytes: []), channel: channel)
+        closing.insert(channel)
+    }
+
+    /// Forgets a channel: call it when the channel is finished (closed both ways) or reset, which drops
+    /// anything still queued on it.
+    /// - Parameter channel: The channel.
+    public mutating func removeChannel(_ channel: UInt32) {
+        queues[channel] = nil
+        closing.remove(channel)
+        nextMessageID[channel] = nil
+        removeFromRing(channel)
+    }
+
+    /// Chooses the next frame to send and takes its flow-control credit.
+    /// - Parameter flow: The connection's flow controller; credit for the returned frame is reserved in it.
+    /// - Returns: The frame, or `nil` when nothing is queued or every channel with work lacks credit.
+    public mutating func next(flow: inout FlowController) -> Frame? {
+        if controlHead < control.count {
+            let frame = control[controlHead]
+            controlHead += 1
+            if controlHead == control.count {
+                control.removeAll(keepingCapacity: true)
+                controlHead = 0
+            }
+            return frame
+        }
+        for smallOnly in [true, false] {
+            for step in 0..<ring.count {
+                let index = (cursor + step) % ring.count
+                let channel = ring[index]
+                if smallOnly && !headIsSmallMessage(channel) { continue }
+                if let frame = makeFrame(channel: channel, flow: &flow) {
+                    if queues[channel] == nil {
+                        removeFromRing(channel)
+                    } else if !smallOnly {
+                        // Only bulk turns move the cursor: a small message jumping the queue does not cost
+                        // the bulk channel whose turn it is.
+                        cursor = (index + 1) % ring.count
+                    }
+                    return frame
+                }
+            }
+        }
+        return nil
+    }
+
+    private mutating func enqueue(_ item: Item, channel: UInt32) throws(FrameSchedulerError) {
+        guard channel != 0, !closing.contains(channel) else { throw .channelNotWritable(channel) }
+        let count = queues[channel]?.count ?? 0
+        guard count < limits.maximumQueuedItemsPerChannel else {
+            throw .channelQueueFull(channel: channel, limit: limits.maximumQueuedItemsPerChannel)
+        }
+        if count == 0 { ring.append(channel) }
+        queues[channel, default: []].append(item)
+    }
+
+    private func headIsSmallMessage(_ channel: UInt32) -> Bool {
+        guard let item = queues[channel]?.first, case .message = item.kind else { return false }
+        return item.bytes.count <= limits.smallMessageLength
+    }
+
+    /// Builds the next frame of `channel`'s first item, or returns `nil` if its credit does not allow one.
+    private mutating func makeFrame(channel: UInt32, flow: inout FlowController) -> Frame? {
+        guard var queue = queues[channel], var item = queue.first else { return nil }
+        let frame: Frame
+        let isDone: Bool
+        switch item.kind {
+        case .close:
+            // The channel stays in `closing` until removeChannel, so nothing can be queued after its close.
+            frame = .channelClose(channel: channel)
+            isDone = true
+        case .data:
+            let remaining = item.bytes.count - item.sent
+            guard let count = reserve(channel: channel, overhead: 0, remaining: remaining, flow: &flow) else {
+                return nil
+            }
+            frame = .channelData(channel: channel, bytes: Array(item.bytes[item.sent..<item.sent + count]))
+            item.sent += count
+            isDone = item.sent == item.bytes.count
+        case .message(let id):
+            let overhead = item.started ? Self.messageOverhead : Self.messageFirstOverhead
+            let remaining = item.bytes.count - item.sent
+            guard let count = reserve(channel: channel, overhead: overhead, remaining: remaining, flow: &flow) else {
+                return nil
+            }
+            let fragment = Frame.MessageFragment(
+                id: id, totalLength: item.started ? nil : UInt64(item.bytes.count), isLast: count == remaining,
+                bytes: Array(item.bytes[item.sent..<item.sent + count]))
+            frame = .message(channel: channel, fragment: fragment)
+            item.started = true
+            item.sent += count
+            isDone = item.sent == item.bytes.count
+        }
+        if isDone {
+            queue.removeFirst()
+        } else {
+            queue[0] = item
+        }
+        queues[channel] = queue.isEmpty ? nil : queue
+        return frame
+    }
+
+    /// Takes credit for up to one frame: `overhead` bytes plus as many of `remaining` as fit.
+    /// - Returns: The data bytes to send, or `nil` if the credit cannot cover the overhead and at least one
+    ///   byte (or the overhead alone, when nothing remains).
+    private func reserve(channel: UInt32, overhead: Int, remaining: Int, flow: inout FlowController) -> Int? {
+        let available = min(flow.sendWindow(channel)?.credit ?? 0, flow.connectionSend.credit)
+        let wanted = overhead + min(remaining, limits.maximumPayloadLength - overhead)
+        guard available >= overhead + min(remaining, 1) else { return nil }
+        guard let granted = try? flow.reserve(channel: channel, upTo: min(wanted, available)) else { return nil }
+        return granted - overhead
+    }
+
+    private mutating func removeFromRing(_ channel: UInt32) {
+        guard let index = ring.firstIndex(of: channel) else { return }
+        ring.remove(at: index)
+        if index < cursor { cursor -= 1 }
+        if cursor >= ring.count { cursor = 0 }
+    }
+}

@@ -1,0 +1,225 @@
+import Testing
+
+@testable import Multipeer
+
+@Suite("Frame scheduler")
+struct FrameSchedulerTests {
+    /// A flow controller with `channels` opened locally and generous credit granted by the peer.
+    func flow(channels: [UInt32], credit: UInt32 = 0x4000_0000) throws -> FlowController {
+        var flow = FlowController()
+        try flow.receivedWindowUpdate(channel: 0, increment: credit)
+        for channel in channels {
+            _ = try flow.openLocalChannel(channel)
+            try flow.receivedWindowUpdate(channel: channel, increment: credit)
+        }
+        return flow
+    }
+
+    /// Calls `next` until it returns nil.
+    func drain(_ scheduler: inout FrameScheduler, _ flow: inout FlowController, limit: Int = 100_000) -> [Frame] {
+        var frames: [Frame] = []
+        while frames.count < limit, let frame = scheduler.next(flow: &flow) { frames.append(frame) }
+        return frames
+    }
+
+    @Test("control frames go before queued data")
+    func controlFirst() throws {
+        var flow = try flow(channels: [1])
+        var scheduler = FrameScheduler()
+        try scheduler.enqueueData([1, 2, 3], channel: 1)
+        try scheduler.enqueueControl(.ping(token: 1))
+        try scheduler.enqueueControl(.windowUpdate(channel: 0, increment: 5))
+        #expect(
+            drain(&scheduler, &flow) == [
+                .ping(token: 1), .windowUpdate(channel: 0, increment: 5), .channelData(channel: 1, bytes: [1, 2, 3]),
+            ])
+    }
+
+    @Test("channels with bulk data take turns, one frame each")
+    func roundRobin() throws {
+        var flow = try flow(channels: [1, 2, 3])
+        var scheduler = FrameScheduler(limits: .init(maximumPayloadLength: 100))
+        try scheduler.enqueueData([UInt8](repeating: 1, count: 300), channel: 1)
+        try scheduler.enqueueData([UInt8](repeating: 2, count: 150), channel: 2)
+        try scheduler.enqueueData([UInt8](repeating: 3, count: 250), channel: 3)
+        let frames = drain(&scheduler, &flow)
+        #expect(frames.map(\.channel) == [1, 2, 3, 1, 2, 3, 1, 3])
+        #expect(
+            frames.map { if case .channelData(_, let bytes) = $0 { bytes.count } else { -1 } } == [
+                100, 100, 100, 100, 50, 100, 100, 50,
+            ])
+        #expect(scheduler.activeChannels == [])
+    }
+
+    @Test("a large message is sent in fragments that reassemble to it, through the codec")
+    func fragmentation() throws {
+        var flow = try flow(channels: [4])
+        var scheduler = FrameScheduler()
+        var random = SplitMix64(seed: 3)
+        let message = (0..<200_000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let id = try scheduler.enqueueMessage(message, channel: 4)
+        let frames = drain(&scheduler, &flow)
+        #expect(frames.count == 4)
+        var decoder = FrameDecoder()
+        var reassembled: [UInt8] = []
+        for (index, frame) in frames.enumerated() {
+            decoder.append(try FrameEncoder().encode(frame))
+            guard case .message(4, let fragment)? = try decoder.next() else {
+                Issue.record("not a message frame")
+                continue
+            }
+            #expect(fragment.id == id)
+            #expect(fragment.totalLength == (index == 0 ? 200_000 : nil))
+            #expect(fragment.isLast == (index == frames.count - 1))
+            reassembled += fragment.bytes
+        }
+        #expect(reassembled == message)
+        // The whole payloads were charged to flow control, id and length included.
+        #expect(
+            flow.sendWindow(4)!.credit == 0x4000_0000 + Int(FlowController.Configuration.initialCredit) - 200_000 - 12
+                - 3 * 4)
+    }
+
+    @Test("an empty message is one FIRST|LAST fragment; message ids count up per channel")
+    func emptyMessage() throws {
+        var flow = try flow(channels: [1])
+        var scheduler = FrameScheduler()
+        #expect(try scheduler.enqueueMessage([], channel: 1) == 0)
+        #expect(try scheduler.enqueueMessage([9], channel: 1) == 1)
+        #expect(
+            drain(&scheduler, &flow) == [
+                .message(channel: 1, fragment: .init(id: 0, totalLength: 0, isLast: true, bytes: [])),
+                .message(channel: 1, fragment: .init(id: 1, totalLength: 1, isLast: true, bytes: [9])),
+            ])
+    }
+
+    @Test("a small message overtakes bulk data on other channels")
+    func smallMessagePriority() throws {
+        var flow = try flow(channels: [1, 2, 3])
+        var scheduler = FrameScheduler()
+        try scheduler.enqueueData([UInt8](repeating: 0, count: 10 << 20), channel: 1)
+        try scheduler.enqueueMessage([UInt8](repeating: 0, count: 1 << 20), channel: 2)
+        for _ in 0..<5 { _ = scheduler.next(flow: &flow) }
+        try scheduler.enqueueMessage(Array("hello".utf8), channel: 3)
+        #expect(
+            scheduler.next(flow: &flow)
+                == .message(
+                    channel: 3, fragment: .init(id: 0, totalLength: 5, isLast: true, bytes: Array("hello".utf8))))
+        // Bulk resumes where it was.
+        #expect(scheduler.next(flow: &flow)?.channel == 2)
+    }
+
+    @Test("a channel without credit is skipped; a grant resumes it; nil when all are blocked")
+    func creditBlocking() throws {
+        var flow = FlowController()
+        _ = try flow.openLocalChannel(1)
+        _ = try flow.openLocalChannel(2)
+        try flow.receivedWindowUpdate(channel: 0, increment: 1 << 20)
+        var scheduler = FrameScheduler()
+        try scheduler.enqueueData([UInt8](repeating: 0, count: 300_000), channel: 1)
+        let initial = Int(FlowController.Configuration.initialCredit)
+        let first = drain(&scheduler, &flow)
+        #expect(first.reduce(0) { if case .channelData(_, let bytes) = $1 { $0 + bytes.count } else { $0 } } == initial)
+        #expect(scheduler.next(flow: &flow) == nil)
+        // Channel 2 still has credit and is served while channel 1 waits.
+        try scheduler.enqueueData([7], channel: 2)
+        #expect(scheduler.next(flow: &flow) == .channelData(channel: 2, bytes: [7]))
+        try flow.receivedWindowUpdate(channel: 1, increment: 100_000)
+        let rest = drain(&scheduler, &flow)
+        #expect(
+            rest.reduce(0) { if case .channelData(_, let bytes) = $1 { $0 + bytes.count } else { $0 } } == 300_000
+                - initial)
+        #expect(scheduler.activeChannels == [])
+    }
+
+    @Test("a message fragment needs credit for its header and one byte")
+    func fragmentNeedsHeaderCredit() throws {
+        var flow = FlowController()
+        _ = try flow.openRemoteChannel(1, initialWindow: 12)
+        var scheduler = FrameScheduler()
+        try scheduler.enqueueMessage([1, 2], channel: 1)
+        #expect(scheduler.next(flow: &flow) == nil)
+        try flow.receivedWindowUpdate(channel: 1, increment: 1)
+        #expect(
+            scheduler.next(flow: &flow)
+                == .message(channel: 1, fragment: .init(id: 0, totalLength: 2, isLast: false, bytes: [1])))
+        try flow.receivedWindowUpdate(channel: 1, increment: 4)
+        #expect(scheduler.next(flow: &flow) == nil)
+        try flow.receivedWindowUpdate(channel: 1, increment: 1)
+        #expect(
+            scheduler.next(flow: &flow)
+                == .message(channel: 1, fragment: .init(id: 0, totalLength: nil, isLast: true, bytes: [2])))
+    }
+
+    @Test("close goes after the channel's data, and nothing can be queued after it")
+    func closeOrdering() throws {
+        var flow = try flow(channels: [1])
+        var scheduler = FrameScheduler()
+        try scheduler.enqueueData([1], channel: 1)
+        try scheduler.enqueueClose(channel: 1)
+        #expect(throws: FrameSchedulerError.channelNotWritable(1)) { try scheduler.enqueueData([2], channel: 1) }
+        #expect(drain(&scheduler, &flow) == [.channelData(channel: 1, bytes: [1]), .channelClose(channel: 1)])
+        #expect(throws: FrameSchedulerError.channelNotWritable(1)) { try scheduler.enqueueMessage([2], channel: 1) }
+        scheduler.removeChannel(1)
+        try scheduler.enqueueData([3], channel: 1)
+    }
+
+    @Test("queues are bounded")
+    func bounds() throws {
+        var scheduler = FrameScheduler(limits: .init(maximumControlFrames: 2, maximumQueuedItemsPerChannel: 3))
+        try scheduler.enqueueControl(.ping(token: 0))
+        try scheduler.enqueueControl(.pong(token: 0))
+        #expect(throws: FrameSchedulerError.controlQueueFull(limit: 2)) {
+            try scheduler.enqueueControl(.ping(token: 1))
+        }
+        for _ in 0..<3 { try scheduler.enqueueData([0], channel: 5) }
+        #expect(throws: FrameSchedulerError.channelQueueFull(channel: 5, limit: 3)) {
+            try scheduler.enqueueData([0], channel: 5)
+        }
+        #expect(throws: FrameSchedulerError.channelNotWritable(0)) { try scheduler.enqueueData([0], channel: 0) }
+    }
+
+    @Test("a control queue that never drains completely keeps bounded storage")
+    func controlStorage() throws {
+        var flow = FlowController()
+        var scheduler = FrameScheduler(limits: .init(maximumControlFrames: 8))
+        try scheduler.enqueueControl(.ping(token: 0))
+        for token in UInt64(1)...10_000 {
+            try scheduler.enqueueControl(.pong(token: token))
+            #expect(scheduler.next(flow: &flow) != nil)
+            #expect(scheduler.controlStorageCount <= 16)
+        }
+        #expect(scheduler.queuedControlFrames == 1)
+        #expect(scheduler.next(flow: &flow) == .pong(token: 10_000))
+    }
+
+    @Test("a reset channel's queue is dropped and the others keep their turns")
+    func removal() throws {
+        var flow = try flow(channels: [1, 2, 3])
+        var scheduler = FrameScheduler(limits: .init(maximumPayloadLength: 100))
+        for channel: UInt32 in [1, 2, 3] {
+            try scheduler.enqueueData([UInt8](repeating: 0, count: 200), channel: channel)
+        }
+        #expect(scheduler.next(flow: &flow)?.channel == 1)
+        scheduler.removeChannel(2)
+        #expect(scheduler.activeChannels == [3, 1])
+        #expect(drain(&scheduler, &flow).map(\.channel) == [3, 1, 3])
+    }
+
+    @Test("a small message during a 64 MiB transfer waits for at most one frame, through flow control")
+    func promptSmallMessage() throws {
+        var flow = try flow(channels: [1, 2])
+        var scheduler = FrameScheduler()
+        try scheduler.enqueueData([UInt8](repeating: 0, count: 64 << 20), channel: 1)
+        var sentBeforeMessage = 0
+        for round in 0..<2000 {
+            if round == 700 { try scheduler.enqueueMessage([1, 2, 3], channel: 2) }
+            guard let frame = scheduler.next(flow: &flow) else { break }
+            if case .message = frame {
+                #expect(round == 700)
+                sentBeforeMessage = round
+            }
+        }
+        #expect(sentBeforeMessage == 700)
+    }
+}
