@@ -1,6 +1,6 @@
 /// One unit of the wire protocol: a 12-byte header and a payload whose layout depends on the type.
 ///
-/// The layouts are documented byte by byte in `docs/WIRE.md`. Channel numbers are those of the header;
+/// The layouts are documented byte by byte in `docs/PROTOCOL.md` section 2. Channel numbers are those of the header;
 /// connection-level frames (hello, ping, pong, goodbye, error) always travel on channel 0 and channel frames
 /// never do.
 public enum Frame: Hashable, Sendable {

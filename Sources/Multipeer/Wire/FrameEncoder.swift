@@ -1,4 +1,4 @@
-/// Encodes frames into their wire form (see `docs/WIRE.md`), refusing any frame the peer's
+/// Encodes frames into their wire form (see `docs/PROTOCOL.md` section 2), refusing any frame the peer's
 /// ``FrameDecoder`` would reject, so a bug here surfaces as an error at the sender, not as a dropped
 /// connection.
 public struct FrameEncoder: Sendable {
