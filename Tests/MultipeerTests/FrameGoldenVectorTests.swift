@@ -2,7 +2,7 @@ import Testing
 
 @testable import Multipeer
 
-/// One frame in its exact wire form, written out by hand from `docs/WIRE.md`.
+/// One frame in its exact wire form, written out by hand from `docs/PROTOCOL.md` section 2.
 struct FrameVector: Sendable, CustomTestStringConvertible {
     let name: String
     let bytes: [UInt8]
