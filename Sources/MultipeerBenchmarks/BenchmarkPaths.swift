@@ -29,7 +29,8 @@ struct BenchmarkPaths {
         }
         guard fileManager.isExecutableFile(atPath: multipeer) else {
             throw BenchmarkError(
-                "`multipeer` not found at \(multipeer); build it with `swift build -c release` (or set MULTIPEER_BINARY)")
+                "`multipeer` not found at \(multipeer); build it with `swift build -c release` (or set MULTIPEER_BINARY)"
+            )
         }
         var candidate = directory
         var root: URL?
@@ -45,7 +46,8 @@ struct BenchmarkPaths {
             if fileManager.fileExists(atPath: current.appendingPathComponent("Package.swift").path) { root = current }
         }
         guard let root else {
-            throw BenchmarkError("cannot find the repository (no Package.swift above \(directory.path) or in the current directory)")
+            throw BenchmarkError(
+                "cannot find the repository (no Package.swift above \(directory.path) or in the current directory)")
         }
         repository = root
         guard fileManager.isExecutableFile(atPath: python) else {

@@ -24,7 +24,8 @@ extension DiscoveryBenchmark {
                     let host = 1 + index % 5
                     let name = uniqueName("Crowd-h\(host)")
                     expected.insert(name)
-                    advertisers.append(try spawn(host: host, tool.advertise(name: name, host: lab.hosts[host], paths: paths)).0)
+                    advertisers.append(
+                        try spawn(host: host, tool.advertise(name: name, host: lab.hosts[host], paths: paths)).0)
                 }
                 let spawned = (ContinuousClock.now - start).seconds
                 var missing = expected
@@ -39,11 +40,13 @@ extension DiscoveryBenchmark {
                 }
                 all[tool, default: []].append(last)
                 if !missing.isEmpty {
-                    notes.append("scenario 5 run \(run + 1) \(tool.label): \(missing.count) of \(count) not found within 60 s")
+                    notes.append(
+                        "scenario 5 run \(run + 1) \(tool.label): \(missing.count) of \(count) not found within 60 s")
                 }
                 progress(
                     "  run \(run + 1) \(tool.rawValue): all found after \(last.map { String(format: "%.3f", $0) } ?? "-") s "
-                        + "(spawning took \(String(format: "%.3f", spawned)) s, \(count - missing.count)/\(count) found)")
+                        + "(spawning took \(String(format: "%.3f", spawned)) s, \(count - missing.count)/\(count) found)"
+                )
                 for advertiser in advertisers { advertiser.process.signal(SIGTERM) }
                 for advertiser in advertisers where advertiser.process.waitForExit(timeout: .seconds(10)) == nil {
                     advertiser.process.forceKill()
@@ -52,7 +55,8 @@ extension DiscoveryBenchmark {
             }
         }
         rows.append(
-            ResultRow("5 \(count) advertisers, all found", ours: all[.ours]!, baseline: all[.baseline]!, target: 3, cap: 60))
+            ResultRow(
+                "5 \(count) advertisers, all found", ours: all[.ours]!, baseline: all[.baseline]!, target: 3, cap: 60))
     }
 
     /// Scenario 6: CPU time of an announced responder over 10 s with one of our browsers (periodic and liveness
@@ -103,7 +107,8 @@ extension DiscoveryBenchmark {
         let ours = advertisers[.ours]!.process.pid
         let baseline = advertisers[.baseline]!.process.pid
         rows.append(
-            ResultRow("6 idle responder CPU (10 s, browser nearby)", ours: [percent[ours]], baseline: [percent[baseline]],
+            ResultRow(
+                "6 idle responder CPU (10 s, browser nearby)", ours: [percent[ours]], baseline: [percent[baseline]],
                 target: 100 / ticksPerSecond / elapsed, unit: .percent))
         notes.append(
             String(

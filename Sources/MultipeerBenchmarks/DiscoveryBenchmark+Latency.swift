@@ -10,7 +10,8 @@ extension DiscoveryBenchmark {
     /// left to finish announcing, then gets SIGTERM (time to `lost`, from its goodbye).
     func appearAndLeave() throws {
         progress("scenarios 1 and 3: advertiser starts / stops next to a running browser")
-        let browsers = try Dictionary(uniqueKeysWithValues: DiscoveryTool.allCases.map { ($0, try startBrowser($0, host: 0)) })
+        let browsers = try Dictionary(
+            uniqueKeysWithValues: DiscoveryTool.allCases.map { ($0, try startBrowser($0, host: 0)) })
         defer { browsers.values.forEach { stop($0) } }
         pause(.milliseconds(1500))
         var found: [DiscoveryTool: [Double?]] = [:]
@@ -18,12 +19,14 @@ extension DiscoveryBenchmark {
         for run in 0..<options.runs {
             for tool in order(run) {
                 let name = uniqueName("Appear")
-                let (advertiser, start) = try spawn(host: 1, tool.advertise(name: name, host: lab.hosts[1], paths: paths))
+                let (advertiser, start) = try spawn(
+                    host: 1, tool.advertise(name: name, host: lab.hosts[1], paths: paths))
                 let seen = delay(browsers[tool]!, "found", name, since: start, cap: .seconds(10))
                 found[tool, default: []].append(seen)
                 let announced = advertiser.next(within: .seconds(10), where: { $0.hasPrefix(tool.announcedPrefix) })
                 if announced == nil || seen == nil {
-                    notes.append("scenario 1 run \(run + 1) \(tool.label): announced \(announced != nil), found \(seen != nil)")
+                    notes.append(
+                        "scenario 1 run \(run + 1) \(tool.label): announced \(announced != nil), found \(seen != nil)")
                 }
                 // Let the announcement sequence finish so the goodbye is measured from a steady state.
                 pause(.milliseconds(1200))
@@ -36,8 +39,13 @@ extension DiscoveryBenchmark {
                         + "lost \(lost[tool]!.last!.map { String(format: "%.3f", $0) } ?? "-") s")
             }
         }
-        rows.append(ResultRow("1 browser running, advertiser starts", ours: found[.ours]!, baseline: found[.baseline]!, target: 1.0, cap: 10))
-        rows.append(ResultRow("3 advertiser stops (SIGTERM)", ours: lost[.ours]!, baseline: lost[.baseline]!, target: 0.3, cap: 5))
+        rows.append(
+            ResultRow(
+                "1 browser running, advertiser starts", ours: found[.ours]!, baseline: found[.baseline]!, target: 1.0,
+                cap: 10))
+        rows.append(
+            ResultRow(
+                "3 advertiser stops (SIGTERM)", ours: lost[.ours]!, baseline: lost[.baseline]!, target: 0.3, cap: 5))
     }
 
     /// Scenario 2: a browser starts next to an announced advertiser (time to `found`), plus each tool's process
@@ -67,13 +75,16 @@ extension DiscoveryBenchmark {
                 // Start cost: spawn to exit of the same browser with a zero timeout (no stamped reader attached,
                 // so waitForExit is the only waiter on the process's semaphore).
                 let costStart = ContinuousClock.now
-                let process = try lab.spawn(host: 0, tool.browse(timeout: 0, host: lab.hosts[0], paths: paths).0,
+                let process = try lab.spawn(
+                    host: 0, tool.browse(timeout: 0, host: lab.hosts[0], paths: paths).0,
                     tool.browse(timeout: 0, host: lab.hosts[0], paths: paths).1)
                 let status = process.waitForExit(timeout: .seconds(15))
                 let elapsed = (ContinuousClock.now - costStart).seconds
                 if status == nil { process.forceKill() }
                 if status != 0 {
-                    notes.append("scenario 2 start cost run \(run + 1) \(tool.label): exit status \(String(describing: status)): \(process.standardError.suffix(300))")
+                    notes.append(
+                        "scenario 2 start cost run \(run + 1) \(tool.label): exit status \(String(describing: status)): \(process.standardError.suffix(300))"
+                    )
                 }
                 cost[tool, default: []].append(status == 0 ? elapsed : nil)
                 progress(
@@ -87,9 +98,18 @@ extension DiscoveryBenchmark {
                 return f - c
             }
         }
-        rows.append(ResultRow("2 advertiser running, browser starts (raw)", ours: found[.ours]!, baseline: found[.baseline]!, target: 0.15, cap: 10))
-        rows.append(ResultRow("2a process start cost (browse --timeout 0)", ours: cost[.ours]!, baseline: cost[.baseline]!, target: nil))
-        rows.append(ResultRow("2b browser starts, minus start cost", ours: subtracted(.ours), baseline: subtracted(.baseline), target: nil))
+        rows.append(
+            ResultRow(
+                "2 advertiser running, browser starts (raw)", ours: found[.ours]!, baseline: found[.baseline]!,
+                target: 0.15, cap: 10))
+        rows.append(
+            ResultRow(
+                "2a process start cost (browse --timeout 0)", ours: cost[.ours]!, baseline: cost[.baseline]!,
+                target: nil))
+        rows.append(
+            ResultRow(
+                "2b browser starts, minus start cost", ours: subtracted(.ours), baseline: subtracted(.baseline),
+                target: nil))
     }
 
     /// Scenario 4: the advertiser is SIGKILLed (no goodbye); time until the browser reports it lost. Ours and the
@@ -123,13 +143,16 @@ extension DiscoveryBenchmark {
                 advertisers[tool]!.0.process.signal(SIGKILL)
             }
             for tool in DiscoveryTool.allCases {
-                lost[tool, default: []].append(delay(browsers[tool]!, "lost", advertisers[tool]!.1, since: killed[tool]!, cap: cap))
+                lost[tool, default: []].append(
+                    delay(browsers[tool]!, "lost", advertisers[tool]!.1, since: killed[tool]!, cap: cap))
             }
             for tool in DiscoveryTool.allCases { advertisers[tool]!.0.process.waitForExit(timeout: .seconds(5)) }
             progress(
                 "  run \(run + 1): ours \(lost[.ours]!.last!.map { String(format: "%.3f", $0) } ?? "-") s, "
                     + "baseline \(lost[.baseline]!.last!.map { String(format: "%.3f s", $0) } ?? "not detected")")
         }
-        rows.append(ResultRow("4 advertiser killed (SIGKILL)", ours: lost[.ours]!, baseline: lost[.baseline]!, target: 10, cap: 15))
+        rows.append(
+            ResultRow(
+                "4 advertiser killed (SIGKILL)", ours: lost[.ours]!, baseline: lost[.baseline]!, target: 10, cap: 15))
     }
 }

@@ -61,7 +61,8 @@ final class DiscoveryBenchmark {
 
     /// Starts a long-running browser.
     func startBrowser(_ tool: DiscoveryTool, host: Int, lostTimeout: Int? = nil) throws -> TimedLines {
-        try spawn(host: host, tool.browse(timeout: 3600, host: lab.hosts[host], paths: paths, lostTimeout: lostTimeout)).0
+        try spawn(host: host, tool.browse(timeout: 3600, host: lab.hosts[host], paths: paths, lostTimeout: lostTimeout))
+            .0
     }
 
     /// Waits for `event` about `name` and returns its delay after `start` in seconds, or nil after `cap`.

@@ -28,7 +28,10 @@ enum DiscoveryTool: String, CaseIterable, Sendable {
                 ]
             )
         case .baseline:
-            (paths.python, [paths.zeroconfRegister, name, serviceType, "4242", "a=1", "b=two", "--interface-ip", host.ipv4])
+            (
+                paths.python,
+                [paths.zeroconfRegister, name, serviceType, "4242", "a=1", "b=two", "--interface-ip", host.ipv4]
+            )
         }
     }
 
@@ -50,7 +53,10 @@ enum DiscoveryTool: String, CaseIterable, Sendable {
                     + (lostTimeout.map { ["--lost-timeout", String($0)] } ?? [])
             )
         case .baseline:
-            (paths.python, [paths.zeroconfBrowse, serviceType, "--timeout", String(timeout), "--interface-ip", host.ipv4])
+            (
+                paths.python,
+                [paths.zeroconfBrowse, serviceType, "--timeout", String(timeout), "--interface-ip", host.ipv4]
+            )
         }
     }
 

@@ -57,7 +57,10 @@ struct ResultRow {
             let within = cap.map { " within \(String(format: "%.0f", $0)) s" } ?? ""
             return "\(missing)/\(values.count) not detected\(within)"
         }
-        if present.isEmpty { return values.isEmpty ? "n/a" : "not detected" + (cap.map { " within \(String(format: "%.0f", $0)) s" } ?? "") }
+        if present.isEmpty {
+            return values.isEmpty
+                ? "n/a" : "not detected" + (cap.map { " within \(String(format: "%.0f", $0)) s" } ?? "")
+        }
         let summary = Summary(present)
         var text = format(summary.median)
         if detailed && summary.count > 1 {

@@ -60,6 +60,13 @@ struct ResponderHarness {
     }
 
     var instanceName: DNSName { try! DNSName("Alice._chat._tcp.local.") }
+
+    /// Another host's SRV record for our instance name: a conflict.
+    func rivalSRV(port: UInt16, cacheFlush: Bool = true) -> DNSResourceRecord {
+        DNSResourceRecord(
+            name: instanceName, ttl: 120, cacheFlush: cacheFlush,
+            data: .srv(priority: 0, weight: 0, port: port, target: try! DNSName("other.local.")))
+    }
     var hostName: DNSName { try! DNSName("host-a.local.") }
 }
 
@@ -109,9 +116,7 @@ struct ResponderStateMachineTests {
         var h = ResponderHarness()
         h.register()
         h.run(for: .milliseconds(300))
-        let other = DNSResourceRecord(
-            name: h.instanceName, ttl: 120, cacheFlush: true,
-            data: .srv(priority: 0, weight: 0, port: 9, target: try DNSName("other.local.")))
+        let other = h.rivalSRV(port: 9, cacheFlush: true)
         h.sent.removeAll()
         h.receive(DNSMessage(flags: DNSMessage.responseFlags, answers: [other]))
         #expect(h.events.map(\.event) == [.renamed(h.id!, from: "Alice", to: "Alice (2)")])
@@ -438,9 +443,7 @@ struct ResponderStateMachineTests {
         let rival = DNSMessage(
             flags: DNSMessage.responseFlags,
             answers: [
-                DNSResourceRecord(
-                    name: h.instanceName, ttl: 120, cacheFlush: true,
-                    data: .srv(priority: 0, weight: 0, port: 9, target: try DNSName("other.local.")))
+                h.rivalSRV(port: 9, cacheFlush: true)
             ])
         h.receive(rival)
         h.run(for: .milliseconds(100))
@@ -457,9 +460,7 @@ struct ResponderStateMachineTests {
         var h = ResponderHarness()
         h.register()
         h.run(for: .milliseconds(300))
-        let other = DNSResourceRecord(
-            name: h.instanceName, ttl: 120, cacheFlush: true,
-            data: .srv(priority: 0, weight: 0, port: 9, target: try DNSName("other.local.")))
+        let other = h.rivalSRV(port: 9, cacheFlush: true)
         h.receive(
             DNSMessage(flags: DNSMessage.responseFlags, answers: [other]),
             from: .init(address: IPAddress("198.18.0.20")!, port: 40000))
