@@ -32,9 +32,9 @@ let package = Package(
         .executableTarget(
             name: "MultipeerBenchmarks", dependencies: ["NetLab", "MulticastDNS", "MultipeerIO"],
             swiftSettings: strict),
-        // libFuzzer entry point; built only by scripts/fuzz.sh with -sanitize=fuzzer.
+        // libFuzzer entry point for the mDNS and wire-frame decoders; built with -sanitize=fuzzer by scripts/fuzz.sh.
         .executableTarget(
-            name: "MDNSFuzz", dependencies: ["MulticastDNS"],
+            name: "MDNSFuzz", dependencies: ["MulticastDNS", "Multipeer"],
             swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]),
         .testTarget(name: "MultipeerIOTests", dependencies: ["MultipeerIO"], swiftSettings: strict),
         .testTarget(

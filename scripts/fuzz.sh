@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# Fuzzes the mDNS message decoder with libFuzzer for a number of seconds (default 300).
+# Fuzzes a decoder with libFuzzer for a number of seconds (default 300): `scripts/fuzz.sh [SECONDS] [dns|wire]`,
+# the mDNS message decoder (default) or the peer-connection frame decoder (hello parser included).
 # Crash inputs land in fuzz-artifacts/; the script exits non-zero if libFuzzer finds one.
 # Replay a corpus or an artifact without sanitizers: swift run mdns-fuzz Fuzz/corpus/dns fuzz-artifacts
 set -euo pipefail
 
 duration="${1:-300}"
+target="${2:-dns}"
+case "$target" in dns | wire) ;; *) echo "usage: scripts/fuzz.sh [SECONDS] [dns|wire]" >&2; exit 64 ;; esac
 cd "$(dirname "$0")/.."
 
 swift build -c release --product mdns-fuzz --scratch-path .build-fuzz \
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING
 
-seeds=Fuzz/corpus/dns
+seeds=Fuzz/corpus/$target
 if [ -z "$(ls -A "$seeds" 2>/dev/null)" ]; then
-    MDNS_FUZZ_SEED_DIR="$PWD/$seeds" swift test --filter FuzzSeedTests
+    if [ "$target" = dns ]; then
+        MDNS_FUZZ_SEED_DIR="$PWD/$seeds" swift test --filter FuzzSeedTests
+    else
+        swift run mdns-fuzz --write-wire-seeds "$seeds"
+    fi
 fi
 
 # libFuzzer writes new inputs into the first directory; keep the committed seeds untouched.
-corpus=.build-fuzz/corpus/dns
+corpus=.build-fuzz/corpus/$target
 mkdir -p "$corpus" fuzz-artifacts
 
-SWIFT_BACKTRACE=enable=no .build-fuzz/release/mdns-fuzz \
+MULTIPEER_FUZZ_TARGET=$target SWIFT_BACKTRACE=enable=no .build-fuzz/release/mdns-fuzz \
     -max_total_time="$duration" -max_len=9000 -print_final_stats=1 \
     -artifact_prefix=fuzz-artifacts/ "$corpus" "$seeds"

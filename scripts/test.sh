@@ -19,5 +19,6 @@ time swift build --build-tests -Xswiftc -warnings-as-errors
 time swift test --skip-build "$@"
 
 if [[ -x scripts/fuzz.sh ]]; then
-    time scripts/fuzz.sh 30
+    time scripts/fuzz.sh 30 dns
+    time scripts/fuzz.sh 20 wire
 fi

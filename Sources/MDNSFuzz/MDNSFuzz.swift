@@ -37,12 +37,18 @@ enum FuzzOracle {
 }
 
 #if FUZZING
+    import Glibc
+
     /// libFuzzer entry point.
     @_cdecl("LLVMFuzzerTestOneInput")
     public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-        FuzzOracle.check(Array(UnsafeBufferPointer(start: data, count: size)))
+        let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+        if fuzzingWire { WireFuzzOracle.check(bytes) } else { FuzzOracle.check(bytes) }
         return 0
     }
+
+    /// `MULTIPEER_FUZZ_TARGET=wire` fuzzes the wire-frame decoder instead of the mDNS decoder.
+    nonisolated(unsafe) let fuzzingWire = getenv("MULTIPEER_FUZZ_TARGET").map { String(cString: $0) } == "wire"
 
     /// libFuzzer's driver (compiler-rt, LLVM 11 and later).
     @_silgen_name("LLVMFuzzerRunDriver")
@@ -68,7 +74,19 @@ enum FuzzOracle {
         static func main() {
             var files: [String] = []
             let manager = FileManager.default
-            for path in CommandLine.arguments.dropFirst() {
+            var arguments = Array(CommandLine.arguments.dropFirst())
+            // `--wire` replays through the wire-frame oracle; `--write-wire-seeds DIR` writes its seed corpus.
+            let wire = arguments.contains("--wire")
+            arguments.removeAll { $0 == "--wire" }
+            if arguments.first == "--write-wire-seeds", arguments.count == 2 {
+                try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
+                for (index, seed) in WireFuzzOracle.seeds().enumerated() {
+                    _ = manager.createFile(atPath: "\(arguments[1])/seed-\(index)", contents: Data(seed))
+                }
+                print("wrote \(WireFuzzOracle.seeds().count) wire seeds to \(arguments[1])")
+                return
+            }
+            for path in arguments {
                 var isDirectory: ObjCBool = false
                 guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
                     FileHandle.standardError.write(Data("no such file: \(path)\n".utf8))
@@ -82,13 +100,13 @@ enum FuzzOracle {
                 }
             }
             if files.isEmpty {
-                print("usage: mdns-fuzz FILE_OR_DIRECTORY...")
+                print("usage: mdns-fuzz [--wire] FILE_OR_DIRECTORY... | mdns-fuzz --write-wire-seeds DIR")
                 exit(64)
             }
             var decoded = 0
             for file in files {
                 guard let data = manager.contents(atPath: file) else { continue }
-                if FuzzOracle.check(Array(data)) { decoded += 1 }
+                if wire ? WireFuzzOracle.check(Array(data)) : FuzzOracle.check(Array(data)) { decoded += 1 }
             }
             print("replayed \(files.count) inputs: \(decoded) decoded, \(files.count - decoded) rejected, 0 crashes")
         }
