@@ -126,8 +126,8 @@ public struct BrowserStateMachine {
                     $0.name == serviceType && ($0.type == .ptr || $0.type == .any) && !$0.unicastResponse
                 })
             {
-                let ours = Set(knownAnswers(on: link, now: now).map(cacheKeyRecord))
-                let theirs = Set(message.answers.map(cacheKeyRecord))
+                let ours = Set(knownAnswers(on: link, now: now).map(\.identity))
+                let theirs = Set(message.answers.map(\.identity))
                 if theirs.isSubset(of: ours) { suppressedLinks.insert(link) }
             }
             return []
@@ -310,11 +310,6 @@ public struct BrowserStateMachine {
         for (_, entry) in cache.all {
             noteCacheEvent(entry.refreshAt.first.map { min($0, entry.expiresAt) } ?? entry.expiresAt)
         }
-    }
-
-    private func cacheKeyRecord(_ record: DNSResourceRecord) -> DNSResourceRecord {
-        DNSResourceRecord(
-            name: record.name, ttl: 0, cacheFlush: false, recordClass: record.recordClass, data: record.data)
     }
 
     /// PTR records for our type with more than half their TTL left (RFC 6762 section 7.1).

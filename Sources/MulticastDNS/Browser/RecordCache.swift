@@ -26,9 +26,7 @@ struct RecordCache {
     private var ownersByTarget: [DNSName: [DNSName: Int]] = [:]
 
     static func key(_ record: DNSResourceRecord, on link: MulticastLink) -> Key {
-        Key(
-            link: link,
-            record: DNSResourceRecord(name: record.name, ttl: 0, recordClass: record.recordClass, data: record.data))
+        Key(link: link, record: record.identity)
     }
 
     subscript(key: Key) -> Entry? {
@@ -67,9 +65,6 @@ struct RecordCache {
 
     /// Every record owned by `name`.
     func entries(named name: DNSName) -> [Key: Entry] { byName[name] ?? [:] }
-
-    /// Every owner name.
-    var names: Dictionary<DNSName, [Key: Entry]>.Keys { byName.keys }
 
     /// Every entry; costs a pass over the whole cache.
     var all: [(key: Key, value: Entry)] { byName.values.flatMap { $0.map { (key: $0.key, value: $0.value) } } }

@@ -101,6 +101,12 @@ public struct DNSResourceRecord: Hashable, Sendable, CustomStringConvertible {
         self.data = data
     }
 
+    /// The record with TTL 0 and the cache-flush bit clear: equal for two copies of the same record, so it
+    /// keys caches, rate limits and known-answer lists.
+    public var identity: DNSResourceRecord {
+        DNSResourceRecord(name: name, ttl: 0, cacheFlush: false, recordClass: recordClass, data: data)
+    }
+
     /// `true` if both records have the same name, type, class and data (TTL and cache-flush ignored).
     public func isSameRecord(as other: DNSResourceRecord) -> Bool {
         name == other.name && recordClass == other.recordClass && data == other.data

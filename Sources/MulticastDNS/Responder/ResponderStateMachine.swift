@@ -399,10 +399,7 @@ public struct ResponderStateMachine {
 
     // MARK: - Records
 
-    private func key(_ record: DNSResourceRecord) -> DNSResourceRecord {
-        DNSResourceRecord(
-            name: record.name, ttl: 0, cacheFlush: false, recordClass: record.recordClass, data: record.data)
-    }
+    private func key(_ record: DNSResourceRecord) -> DNSResourceRecord { record.identity }
 
     private func sortKey(_ record: DNSResourceRecord) -> String {
         "\(record.type.rawValue) \(record.name) \(record.data)"
