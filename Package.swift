@@ -30,7 +30,7 @@ let package = Package(
         // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
         .target(name: "NetLab", swiftSettings: strict),
         .executableTarget(
-            name: "MultipeerBenchmarks", dependencies: ["NetLab", "MulticastDNS", "MultipeerIO"],
+            name: "MultipeerBenchmarks", dependencies: ["NetLab", "MulticastDNS", "MultipeerIO", "Multipeer"],
             swiftSettings: strict),
         // libFuzzer entry point for the mDNS and wire-frame decoders; built with -sanitize=fuzzer by scripts/fuzz.sh.
         .executableTarget(

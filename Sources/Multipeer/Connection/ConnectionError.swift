@@ -1,0 +1,74 @@
+/// Why a connection could not be set up, or why it ended.
+///
+/// `code` says which kind of failure it was, for code to switch on; `reason` explains it to a person (with
+/// OpenSSL's or the system's own text where they were involved); `file` and `line` say where in this library
+/// the error was raised. Every way a connection can fail or end has its own code: nothing is reported as a bare
+/// "not connected".
+public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of failure.
+    public enum Code: Hashable, Sendable {
+        /// The far side's certificate key is not the identity the dialer expected (from discovery).
+        /// `actual` is nil when the far side presented no usable Ed25519 certificate.
+        case identityMismatch(expected: PeerFingerprint, actual: PeerFingerprint?)
+        /// The preamble, TLS handshake and hello exchange did not finish within `limit`.
+        case handshakeTimedOut(limit: Duration)
+        /// The TLS handshake failed: a TLS alert, a protocol error, or a certificate OpenSSL refused.
+        case handshakeFailed
+        /// The peer does not know this side's group secret, or this side does not know the peer's.
+        case groupSecretMismatch
+        /// The two sides' encryption preferences exclude each other (`.required` against `.none`).
+        case encryptionMismatch(local: EncryptionPreference, remote: EncryptionPreference)
+        /// The peer speaks a protocol (or preamble) version this implementation does not.
+        case unsupportedVersion(major: UInt8)
+        /// The peer is not a swift-multipeer peer: its first bytes were not the protocol's preamble.
+        case notAPeer
+        /// The peer broke the wire protocol: a malformed frame, or a frame out of place.
+        case protocolViolation
+        /// The peer sent more than the credit it was given.
+        case flowControlViolation
+        /// The peer answered no ping for `limit`: it crashed, lost its link, or stopped reading.
+        case peerWentSilent(limit: Duration)
+        /// The peer closed the connection gracefully with a goodbye frame.
+        case closedByPeer(code: UInt32, text: String)
+        /// The peer reported an error frame and closed.
+        case peerReportedError(code: UInt32, text: String)
+        /// The TCP connection ended without a goodbye (reset, or closed mid-stream).
+        case connectionLost
+        /// The TCP connection could not be made or broke; `errno` is the system's error number.
+        case socket(call: String, errno: Int32)
+        /// The acceptor already has its maximum number of handshakes in progress.
+        case tooManyPendingHandshakes
+        /// This side closed the connection.
+        case closedLocally
+        /// A local resource limit or an OpenSSL failure unrelated to the peer.
+        case internalFailure
+    }
+
+    /// The kind of failure.
+    public let code: Code
+    /// A sentence explaining what failed and why, for people.
+    public let reason: String
+    /// The source file in this library that raised the error.
+    public let file: String
+    /// The line in `file` that raised the error.
+    public let line: Int
+
+    /// Creates an error.
+    ///
+    /// - Parameters:
+    ///   - code: The kind of failure.
+    ///   - reason: A sentence explaining it.
+    ///   - file: The source file raising the error.
+    ///   - line: The line raising the error.
+    public init(code: Code, reason: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.reason = reason
+        self.file = file
+        self.line = line
+    }
+
+    /// The reason, followed by where the error was raised.
+    public var description: String {
+        "ConnectionError.\(code): \(reason) (\(file):\(line))"
+    }
+}
