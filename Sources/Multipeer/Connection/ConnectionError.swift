@@ -40,6 +40,8 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         case tooManyPendingHandshakes
         /// This side closed the connection.
         case closedLocally
+        /// A configuration value breaks a rule (for example a group secret shorter than 32 bytes).
+        case invalidConfiguration
         /// A local resource limit or an OpenSSL failure unrelated to the peer.
         case internalFailure
     }

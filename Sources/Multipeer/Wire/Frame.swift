@@ -88,6 +88,10 @@ extension Frame {
         /// The sender's identity fingerprint, empty when not sent; at most
         /// ``FrameLimits/maximumFingerprintLength`` bytes.
         public var fingerprint: [UInt8]
+        /// The sender's group-secret proof (see ``GroupSecret``): empty when the sender has no group secret,
+        /// otherwise at most ``FrameLimits/maximumGroupProofLength`` bytes. Encoded after the fingerprint only
+        /// when not empty, so a hello without it has the minor-0 layout.
+        public var groupProof: [UInt8]
 
         /// Creates a hello; versions default to this implementation's.
         /// - Parameters:
@@ -96,15 +100,17 @@ extension Frame {
         ///   - capabilities: Optional features supported.
         ///   - displayName: The sender's display name.
         ///   - fingerprint: The sender's identity fingerprint, or empty.
+        ///   - groupProof: The sender's group-secret proof, or empty.
         public init(
             majorVersion: UInt8 = Frame.protocolMajorVersion, minorVersion: UInt8 = Frame.protocolMinorVersion,
-            capabilities: Capabilities = [], displayName: String, fingerprint: [UInt8] = []
+            capabilities: Capabilities = [], displayName: String, fingerprint: [UInt8] = [], groupProof: [UInt8] = []
         ) {
             self.majorVersion = majorVersion
             self.minorVersion = minorVersion
             self.capabilities = capabilities
             self.displayName = displayName
             self.fingerprint = fingerprint
+            self.groupProof = groupProof
         }
     }
 

@@ -132,12 +132,21 @@ private struct PayloadReader {
                     limit: limits.maximumFingerprintLength)
             }
             let fingerprint = try readBytes(fingerprintLength)
+            var groupProof: [UInt8] = []
+            if offset < end {
+                let proofLength = Int(try readUInt8())
+                guard proofLength <= limits.maximumGroupProofLength else {
+                    throw .fieldLength(
+                        type: type, field: "group proof", length: proofLength, limit: limits.maximumGroupProofLength)
+                }
+                groupProof = try readBytes(proofLength)
+            }
             // Later minor versions may append fields; a major-1 peer ignores them.
             offset = end
             frame = .hello(
                 Frame.Hello(
                     majorVersion: major, minorVersion: minor, capabilities: capabilities, displayName: name,
-                    fingerprint: fingerprint))
+                    fingerprint: fingerprint, groupProof: groupProof))
         case .ping:
             frame = .ping(token: try readUInt64())
         case .pong:

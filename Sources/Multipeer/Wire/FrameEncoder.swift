@@ -72,6 +72,11 @@ public struct FrameEncoder: Sendable {
             bytes.append(contentsOf: name)
             bytes.append(UInt8(hello.fingerprint.count))
             bytes.append(contentsOf: hello.fingerprint)
+            if !hello.groupProof.isEmpty {
+                try check(.hello, "group proof", hello.groupProof.count, limit: limits.maximumGroupProofLength)
+                bytes.append(UInt8(hello.groupProof.count))
+                bytes.append(contentsOf: hello.groupProof)
+            }
         case .ping(let token), .pong(let token):
             bytes.appendBigEndian(token)
         case .goodbye(let code, let text), .error(let code, let text):

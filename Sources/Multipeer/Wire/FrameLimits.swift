@@ -35,6 +35,11 @@ public struct FrameLimits: Sendable, Hashable {
     /// 255: a resource name is a file name, and common file systems cap file names at 255 bytes.
     public var maximumChannelNameLength: Int
 
+    /// The longest group-secret proof in a hello, in bytes.
+    ///
+    /// 64: an HMAC-SHA-512; today's proofs are HMAC-SHA-256 (32 bytes).
+    public var maximumGroupProofLength = 64
+
     /// The limits of protocol version 1: 64 KiB payloads, 1 GiB messages, 63-byte display names, 64-byte
     /// fingerprints, 256-byte texts, 255-byte channel names.
     public static let standard = FrameLimits()

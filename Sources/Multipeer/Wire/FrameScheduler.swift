@@ -98,6 +98,12 @@ public struct FrameScheduler: Sendable {
     /// The channels with queued work, in the order they will next be served.
     public var activeChannels: [UInt32] { Array(ring[cursor...] + ring[..<cursor]) }
 
+    /// Whether `channel` already holds ``Limits/maximumQueuedItemsPerChannel`` items.
+    /// - Parameter channel: The channel.
+    public func isQueueFull(channel: UInt32) -> Bool {
+        (queues[channel]?.count ?? 0) >= limits.maximumQueuedItemsPerChannel
+    }
+
     /// Queues a control frame, sent before any data.
     /// - Parameter frame: The frame.
     /// - Throws: ``FrameSchedulerError/controlQueueFull(limit:)``.

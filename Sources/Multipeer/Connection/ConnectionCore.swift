@@ -1,0 +1,842 @@
+internal import MultipeerIO
+
+/// One connection's protocol state, without any I/O: bytes from the socket go in through ``receive(_:now:)``,
+/// bytes for the socket come out of ``takeOutput(limit:)``, timers are driven by ``tick(now:)`` and
+/// ``nextDeadline``, and what happened comes out of ``takeEvents()``. The event-loop driver
+/// (``PeerConnection``) and the in-memory tests run the same code.
+///
+/// Phases: preamble (settles TLS or plaintext) → handshake (TLS, or nothing) → hello exchange (versions,
+/// identity, group proof) → established (frames, flow control, keepalive) → closing (goodbye sent, waiting
+/// for the peer's) → closed. Every way out of it produces exactly one ``Event/closed(_:)``.
+final class ConnectionCore {
+    enum Role: Sendable {
+        case dialer
+        case acceptor
+    }
+
+    /// What the connection reports to its owner.
+    enum Event {
+        /// Both hellos were exchanged and checked.
+        case established(ConnectedPeer)
+        /// A whole message arrived on a message channel.
+        case message(channel: UInt32, bytes: [UInt8])
+        /// The peer opened a channel.
+        case channelOpened(channel: UInt32, kind: Frame.ChannelKind, name: String)
+        /// Bytes arrived on a stream or resource channel; report them with ``streamConsumed(channel:count:)``
+        /// once the application took them.
+        case channelData(channel: UInt32, bytes: [UInt8])
+        /// The peer will send nothing more on the channel.
+        case channelFinished(channel: UInt32)
+        /// The peer aborted the channel.
+        case channelReset(channel: UInt32, code: UInt32)
+        /// A pong answered one of our pings.
+        case pong(token: UInt64, roundTrip: Duration)
+        /// The connection ended; nothing follows.
+        case closed(ConnectionError)
+    }
+
+    enum Phase {
+        case preamble
+        case handshake
+        case hello
+        case established
+        /// Goodbye sent (or being flushed); waiting for the peer's goodbye or end of stream.
+        case closing
+        case closed
+    }
+
+    struct ChannelState {
+        var kind: Frame.ChannelKind
+        var isLocal: Bool
+        var localOpen = true
+        var remoteOpen = true
+    }
+
+    let role: Role
+    let configuration: ConnectionConfiguration
+    let expectedPeer: PeerFingerprint?
+    private(set) var phase: Phase = .preamble
+    private(set) var peer: ConnectedPeer?
+    private let makeTLS: (Role) throws(ConnectionError) -> any RecordLayer
+
+    private var record: (any RecordLayer)?
+    private var preambleInput: [UInt8] = []
+    private var rawOutput: [UInt8] = []
+    private var localNonce: [UInt8]
+    private var remoteNonce: [UInt8] = []
+    private var decoder: FrameDecoder
+    private let encoder: FrameEncoder
+    var flow: FlowController
+    var scheduler: FrameScheduler
+    var reassembler: MessageReassembler
+    private var events: [Event] = []
+    private var plaintextScratch: [UInt8] = []
+
+    private let handshakeDeadline: IOInstant
+    private var lastReceive: IOInstant
+    private var lastPing: IOInstant?
+    private var pings: [UInt64: IOInstant] = [:]
+    private var nextPingToken: UInt64 = 1
+    private var closeDeadline: IOInstant?
+    private var closeRequested = false
+    private var goodbyeSent = false
+    private var goodbyeReceived: (code: UInt32, text: String)?
+    private var closeReason: ConnectionError?
+    /// Set once the output after the last frame (goodbye, error, refusal) is queued: the owner closes the socket
+    /// when it has written everything.
+    private(set) var finished = false
+
+    var channels: [UInt32: ChannelState] = [:]
+    private var nextLocalChannel: UInt32
+    /// The channel ``sendMessage(_:)`` uses: this side's first message channel.
+    private(set) var defaultMessageChannel: UInt32 = 0
+    /// Application bytes queued in the scheduler and not yet framed.
+    private(set) var queuedBytes = 0
+    /// Messages and stream bytes delivered to the application and not yet taken by it.
+    private(set) var unreadBytes = 0
+    /// Message credit held back while the application is behind, per channel.
+    private var deferredCredit: [UInt32: Int] = [:]
+    /// The most recent round-trip time measured by a ping.
+    private(set) var lastRoundTrip: Duration?
+
+    /// Creates the state of a new TCP connection.
+    /// - Parameters:
+    ///   - role: Dialer (TLS client, sends the offer) or acceptor.
+    ///   - configuration: The local configuration.
+    ///   - expectedPeer: For a dialer, the identity it expects (from discovery), or nil to accept any.
+    ///   - now: The current time; the handshake deadline starts here.
+    ///   - makeTLS: Makes the TLS record layer for a role, once the preamble chose TLS.
+    init(
+        role: Role, configuration: ConnectionConfiguration, expectedPeer: PeerFingerprint?, now: IOInstant,
+        makeTLS: @escaping (Role) throws(ConnectionError) -> any RecordLayer
+    ) {
+        self.role = role
+        self.configuration = configuration
+        self.expectedPeer = expectedPeer
+        self.makeTLS = makeTLS
+        localNonce = SecureRandom.bytes(Preamble.nonceLength)
+        decoder = FrameDecoder(limits: configuration.frameLimits)
+        encoder = FrameEncoder(limits: configuration.frameLimits)
+        flow = FlowController(configuration: configuration.flowControl)
+        scheduler = FrameScheduler(limits: configuration.scheduler)
+        reassembler = MessageReassembler()
+        handshakeDeadline = now + configuration.handshakeTimeout
+        lastReceive = now
+        nextLocalChannel = role == .dialer ? 1 : 2
+        if role == .dialer {
+            rawOutput =
+                Preamble(
+                    kind: .offer, preference: configuration.encryption, outcome: .none, nonce: localNonce
+                ).bytes
+        }
+    }
+
+    /// The answer for a connection the acceptor has no room for: send it and close.
+    static func busyAnswer(preference: EncryptionPreference) -> [UInt8] {
+        Preamble(
+            kind: .answer, preference: preference, outcome: .busy,
+            nonce: [UInt8](repeating: 0, count: Preamble.nonceLength)
+        ).bytes
+    }
+
+    /// Whether the connection ended.
+    var isClosed: Bool { phase == .closed }
+
+    /// Takes what happened since the last call.
+    func takeEvents() -> [Event] {
+        guard !events.isEmpty else { return [] }
+        defer { events = [] }
+        return events
+    }
+
+    // MARK: - Input
+
+    /// Feeds bytes read from the socket.
+    func receive(_ bytes: [UInt8], now: IOInstant) {
+        guard phase != .closed, !bytes.isEmpty else { return }
+        lastReceive = now
+        do throws(ConnectionError) {
+            if phase == .preamble {
+                preambleInput += bytes
+                guard preambleInput.count >= Preamble.length else { return }
+                let rest = Array(preambleInput[Preamble.length...])
+                try handlePreamble(preambleInput[0..<Preamble.length])
+                preambleInput = []
+                guard phase != .closed, let record else { return }
+                if !rest.isEmpty { record.receivedFromNetwork(rest) }
+            } else {
+                record?.receivedFromNetwork(bytes)
+            }
+            try pump(now: now)
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// The socket reached end of stream (the peer shut down its side, or the connection broke without error).
+    func receiveEndOfStream(now: IOInstant) {
+        guard phase != .closed else { return }
+        if let goodbye = goodbyeReceived {
+            finish(
+                ConnectionError(
+                    code: .closedByPeer(code: goodbye.code, text: goodbye.text),
+                    reason: "the peer closed the connection (goodbye \(goodbye.code): \(goodbye.text))"))
+        } else if goodbyeSent {
+            finish(ConnectionError(code: .closedLocally, reason: "the connection was closed by this side"))
+        } else {
+            let during = phase == .established ? "" : " during the \(phase) phase"
+            finish(
+                ConnectionError(
+                    code: .connectionLost, reason: "the peer closed the TCP connection without a goodbye\(during)"))
+        }
+    }
+
+    /// The socket failed.
+    func receiveSocketError(_ error: SystemCallError) {
+        guard phase != .closed else { return }
+        if error.errno == 104 /* ECONNRESET */ && goodbyeReceived == nil {
+            finish(ConnectionError(code: .connectionLost, reason: "the peer reset the TCP connection (\(error))"))
+        } else {
+            finish(ConnectionError(code: .socket(call: error.call, errno: error.errno), reason: "\(error)"))
+        }
+    }
+
+    private func handlePreamble(_ bytes: ArraySlice<UInt8>) throws(ConnectionError) {
+        let expected: Preamble.Kind = role == .dialer ? .answer : .offer
+        let preamble: Preamble
+        do {
+            preamble = try Preamble.decode(bytes, expected: expected)
+        } catch {
+            switch error {
+            case .notAPeer:
+                throw ConnectionError(
+                    code: .notAPeer, reason: "the far side's first bytes are not the swift-multipeer preamble")
+            case .unsupportedVersion(let version):
+                if role == .acceptor {
+                    rawOutput +=
+                        Preamble(
+                            kind: .answer, preference: configuration.encryption, outcome: .unsupportedVersion,
+                            nonce: localNonce
+                        ).bytes
+                }
+                throw ConnectionError(
+                    code: .unsupportedVersion(major: version),
+                    reason: "the peer uses preamble version \(version); this side speaks \(Preamble.version)")
+            case .malformed(let detail):
+                throw ConnectionError(code: .protocolViolation, reason: "malformed preamble: \(detail)")
+            }
+        }
+        remoteNonce = preamble.nonce
+        let local = configuration.encryption
+        let outcome: Preamble.Outcome
+        if role == .acceptor {
+            outcome = Preamble.negotiate(dialer: preamble.preference, acceptor: local)
+            rawOutput += Preamble(kind: .answer, preference: local, outcome: outcome, nonce: localNonce).bytes
+        } else {
+            outcome = preamble.outcome
+        }
+        switch outcome {
+        case .tls where local.allowsEncryption:
+            record = try makeTLS(role)
+        case .plaintext where local.allowsPlaintext:
+            record = PlaintextRecordLayer()
+        case .encryptionMismatch:
+            let (dialer, acceptor) = role == .dialer ? (local, preamble.preference) : (preamble.preference, local)
+            throw ConnectionError(
+                code: .encryptionMismatch(local: local, remote: preamble.preference),
+                reason: "encryption preferences exclude each other: the dialer's is .\(dialer), the acceptor's is "
+                    + ".\(acceptor); .required and .none never connect")
+        case .busy:
+            throw ConnectionError(
+                code: .tooManyPendingHandshakes,
+                reason: "the peer refused the connection: it has too many handshakes in progress")
+        case .unsupportedVersion:
+            throw ConnectionError(
+                code: .unsupportedVersion(major: Preamble.version),
+                reason: "the peer does not speak preamble version \(Preamble.version)")
+        default:
+            throw ConnectionError(
+                code: .protocolViolation,
+                reason: "the acceptor chose \(outcome), which this side's preference .\(local) did not offer")
+        }
+        phase = .handshake
+    }
+
+    /// Advances the handshake and decodes whatever application bytes the record layer holds.
+    private func pump(now: IOInstant) throws(ConnectionError) {
+        guard let record else { return }
+        if phase == .handshake {
+            guard try record.advanceHandshake() else { return }
+            phase = .hello
+            try sendHello(record)
+        }
+        while phase != .closed && !finished {
+            plaintextScratch.removeAll(keepingCapacity: true)
+            let closeNotify = try record.open(into: &plaintextScratch, maximum: 262_144)
+            if !plaintextScratch.isEmpty {
+                decoder.append(plaintextScratch)
+                while phase != .closed && !finished {
+                    let frame: Frame?
+                    do {
+                        frame = try decoder.next()
+                    } catch {
+                        throw decodingFailure(error)
+                    }
+                    guard let frame else { break }
+                    try handle(frame, now: now)
+                }
+            }
+            if closeNotify {
+                receiveEndOfStream(now: now)
+                return
+            }
+            if plaintextScratch.isEmpty { break }
+        }
+    }
+
+    private func decodingFailure(_ error: FrameDecodingError) -> ConnectionError {
+        if case .unsupportedVersion(let major, _) = error {
+            return ConnectionError(code: .unsupportedVersion(major: major), reason: error.description)
+        }
+        return ConnectionError(code: .protocolViolation, reason: "the peer sent a bad frame: \(error)")
+    }
+
+    private func sendHello(_ record: any RecordLayer) throws(ConnectionError) {
+        var proof: [UInt8] = []
+        if let secret = configuration.groupSecret {
+            proof = secret.proof(binding: try groupBinding(record), isDialer: role == .dialer)
+        }
+        let hello = Frame.Hello(
+            capabilities: [], displayName: configuration.identity.displayName,
+            fingerprint: configuration.identity.fingerprint.bytes, groupProof: proof)
+        try enqueueControl(.hello(hello))
+    }
+
+    private func groupBinding(_ record: any RecordLayer) throws(ConnectionError) -> [UInt8] {
+        if let binding = try record.groupBinding() { return binding }
+        let (dialer, acceptor) = role == .dialer ? (localNonce, remoteNonce) : (remoteNonce, localNonce)
+        return GroupSecret.plaintextBinding(dialerNonce: dialer, acceptorNonce: acceptor)
+    }
+
+    func enqueueControl(_ frame: Frame) throws(ConnectionError) {
+        do {
+            try scheduler.enqueueControl(frame)
+        } catch {
+            throw ConnectionError(
+                code: .internalFailure, reason: "the peer made this side queue too many control frames: \(error)")
+        }
+    }
+
+    // MARK: - Timers
+
+    /// The next time ``tick(now:)`` has work to do.
+    var nextDeadline: IOInstant? {
+        switch phase {
+        case .preamble, .handshake, .hello:
+            return handshakeDeadline
+        case .established, .closing:
+            var deadline = lastReceive + configuration.silenceTimeout
+            let pingDue = max(lastReceive, lastPing ?? lastReceive) + configuration.keepaliveInterval
+            deadline = min(deadline, pingDue)
+            if let closeDeadline { deadline = min(deadline, closeDeadline) }
+            return deadline
+        case .closed:
+            return nil
+        }
+    }
+
+    /// Runs the timers due at `now`: the handshake deadline, keepalive pings, the silence timeout and the
+    /// graceful-close timeout.
+    func tick(now: IOInstant) {
+        switch phase {
+        case .preamble, .handshake, .hello:
+            if now >= handshakeDeadline {
+                let limit = configuration.handshakeTimeout
+                fail(
+                    ConnectionError(
+                        code: .handshakeTimedOut(limit: limit),
+                        reason: "the handshake did not finish within \(limit) (stuck in the \(phase) phase)"))
+            }
+        case .established, .closing:
+            if now - lastReceive >= configuration.silenceTimeout {
+                let limit = configuration.silenceTimeout
+                fail(
+                    ConnectionError(
+                        code: .peerWentSilent(limit: limit),
+                        reason:
+                            "nothing arrived from the peer for \(limit), not even a pong: it crashed, lost its link, "
+                            + "or stopped running"), notifyPeer: false)
+                return
+            }
+            if let closeDeadline, now >= closeDeadline {
+                finish(closeReason ?? ConnectionError(code: .closedLocally, reason: "closed by this side"))
+                return
+            }
+            let pingDue = max(lastReceive, lastPing ?? lastReceive) + configuration.keepaliveInterval
+            if now >= pingDue { sendPing(now: now) }
+        case .closed:
+            break
+        }
+    }
+
+    /// Sends a ping now; its pong reports the round-trip time.
+    /// - Returns: The ping's token, or nil when the connection cannot send one.
+    @discardableResult
+    func sendPing(now: IOInstant) -> UInt64? {
+        guard phase == .established || phase == .closing else { return nil }
+        let token = nextPingToken
+        nextPingToken &+= 1
+        // Only the most recent pings are remembered; a peer that never answers is caught by the silence timeout.
+        if pings.count >= 16, let oldest = pings.min(by: { $0.value < $1.value })?.key { pings[oldest] = nil }
+        pings[token] = now
+        lastPing = now
+        do {
+            try enqueueControl(.ping(token: token))
+        } catch {
+            fail(error)
+            return nil
+        }
+        return token
+    }
+
+    // MARK: - Failure and close
+
+    /// Ends the connection with `error`; tells the peer why with an error frame when the secure channel is up.
+    func fail(_ error: ConnectionError, notifyPeer: Bool = true) {
+        guard phase != .closed else { return }
+        if notifyPeer, let record, phase == .established || phase == .hello || phase == .closing,
+            let code = wireCode(for: error.code)
+        {
+            var bytes: [UInt8] = []
+            let text = String(
+                decoding: Array(error.reason.utf8.prefix(configuration.frameLimits.maximumTextLength)),
+                as: UTF8.self)
+            if (try? encoder.encode(.error(code: code.rawValue, text: validUTF8Prefix(text)), into: &bytes)) != nil {
+                try? record.seal(bytes)
+                record.closeOutput()
+            }
+        }
+        finish(error)
+    }
+
+    private func validUTF8Prefix(_ text: String) -> String {
+        var result = ""
+        for character in text {
+            if result.utf8.count + String(character).utf8.count > configuration.frameLimits.maximumTextLength {
+                break
+            }
+            result.append(character)
+        }
+        return result
+    }
+
+    private func wireCode(for code: ConnectionError.Code) -> WireErrorCode? {
+        switch code {
+        case .protocolViolation, .notAPeer: .protocolViolation
+        case .flowControlViolation: .flowControlViolation
+        case .groupSecretMismatch: .groupSecretMismatch
+        case .identityMismatch: .identityMismatch
+        case .unsupportedVersion: .unsupportedVersion
+        case .internalFailure: .internalFailure
+        default: nil
+        }
+    }
+
+    /// Marks the connection closed and reports it once.
+    func finish(_ error: ConnectionError) {
+        guard phase != .closed else { return }
+        closeReason = error
+        phase = .closed
+        finished = true
+        events.append(.closed(error))
+    }
+
+    /// Starts a graceful close: queued data is sent, then a goodbye; the connection ends when the peer
+    /// answers or after ``ConnectionConfiguration/closeTimeout``.
+    func close(now: IOInstant, code: UInt32 = 0, text: String = "closed") {
+        switch phase {
+        case .closed, .closing:
+            return
+        case .preamble, .handshake, .hello:
+            finish(ConnectionError(code: .closedLocally, reason: "closed by this side before the handshake finished"))
+        case .established:
+            closeRequested = true
+            closeReason = ConnectionError(code: .closedLocally, reason: "closed by this side: \(text)")
+            closeDeadline = now + configuration.closeTimeout
+            pendingGoodbye = (code, text)
+            phase = .closing
+        }
+    }
+
+    private var pendingGoodbye: (code: UInt32, text: String)?
+
+    // MARK: - Output
+
+    /// Bytes for the socket: the preamble, TLS handshake records, and frames chosen by the scheduler, at most
+    /// about `limit` bytes of frames (whole frames, so a little more).
+    func takeOutput(limit: Int = 262_144) -> [UInt8] {
+        var output = rawOutput
+        rawOutput = []
+        guard let record else { return output }
+        if phase == .established || phase == .hello || phase == .closing, !finished {
+            fillRecordLayer(record, limit: limit)
+        }
+        let network = record.takeNetworkOutput()
+        if output.isEmpty { return network }
+        output += network
+        return output
+    }
+
+    /// Frames from the scheduler, sealed into the record layer until `limit` bytes are pending.
+    private func fillRecordLayer(_ record: any RecordLayer, limit: Int) {
+        var plaintext: [UInt8] = []
+        while record.pendingNetworkOutput + plaintext.count < limit {
+            guard let frame = scheduler.next(flow: &flow) else { break }
+            accountSent(frame)
+            do {
+                try encoder.encode(frame, into: &plaintext)
+            } catch {
+                fail(ConnectionError(code: .internalFailure, reason: "could not encode a frame: \(error)"))
+                return
+            }
+        }
+        if closeRequested, !goodbyeSent, queuedBytes == 0, scheduler.queuedControlFrames == 0,
+            scheduler.activeChannels.isEmpty, let goodbye = pendingGoodbye
+        {
+            goodbyeSent = true
+            _ = try? encoder.encode(
+                .goodbye(reason: goodbye.code, text: validUTF8Prefix(goodbye.text)), into: &plaintext)
+            if goodbyeReceived != nil { finished = true }
+        }
+        guard !plaintext.isEmpty else { return }
+        do {
+            try record.seal(plaintext)
+        } catch {
+            fail(error, notifyPeer: false)
+        }
+        if goodbyeSent { record.closeOutput() }
+    }
+
+    private func accountSent(_ frame: Frame) {
+        switch frame {
+        case .message(_, let fragment): queuedBytes -= fragment.bytes.count
+        case .channelData(_, let bytes): queuedBytes -= bytes.count
+        case .channelClose(let channel): localChannelClosed(channel)
+        default: break
+        }
+    }
+
+    /// Whether the graceful close has sent its goodbye and the owner should shut down writing once the
+    /// output is written.
+    var wantsWriteShutdown: Bool { goodbyeSent }
+
+    private func localChannelClosed(_ channel: UInt32) {
+        guard var state = channels[channel] else { return }
+        state.localOpen = false
+        channels[channel] = state
+        if !state.remoteOpen { forgetChannel(channel) }
+    }
+
+    func forgetChannel(_ channel: UInt32) {
+        channels[channel] = nil
+        scheduler.removeChannel(channel)
+        reassembler.removeChannel(channel)
+        deferredCredit[channel] = nil
+        for frame in flow.closeChannel(channel) { try? enqueueControl(frame) }
+    }
+
+    // MARK: - Frames
+
+    private func handle(_ frame: Frame, now: IOInstant) throws(ConnectionError) {
+        if phase == .hello {
+            guard case .hello(let hello) = frame else {
+                if case .error(let code, let text) = frame { throw peerError(code: code, text: text) }
+                throw ConnectionError(
+                    code: .protocolViolation, reason: "the peer sent a \(frame.type) frame before its hello")
+            }
+            try handleHello(hello)
+            return
+        }
+        switch frame {
+        case .hello:
+            throw ConnectionError(code: .protocolViolation, reason: "the peer sent a second hello")
+        case .ping(let token):
+            try enqueueControl(.pong(token: token))
+        case .pong(let token):
+            if let sent = pings.removeValue(forKey: token) {
+                lastRoundTrip = now - sent
+                events.append(.pong(token: token, roundTrip: now - sent))
+            }
+        case .goodbye(let code, let text):
+            goodbyeReceived = (code, text)
+            if goodbyeSent {
+                finish(closeReason ?? ConnectionError(code: .closedLocally, reason: "closed by this side"))
+            } else {
+                // Answer at once: whatever is still queued would never be read.
+                goodbyeSent = true
+                var bytes: [UInt8] = []
+                _ = try? encoder.encode(.goodbye(reason: 0, text: "goodbye"), into: &bytes)
+                try? record?.seal(bytes)
+                record?.closeOutput()
+                finish(
+                    ConnectionError(
+                        code: .closedByPeer(code: code, text: text),
+                        reason: "the peer closed the connection (goodbye \(code): \(text))"))
+            }
+        case .error(let code, let text):
+            throw peerError(code: code, text: text)
+        case .channelOpen(let channel, let kind, let name, let initialWindow):
+            try handleChannelOpen(channel: channel, kind: kind, name: name, initialWindow: initialWindow)
+        case .channelData(let channel, let bytes):
+            guard try acceptFlowControlled(channel: channel, count: bytes.count, kind: .stream) else { return }
+            events.append(.channelData(channel: channel, bytes: bytes))
+        case .message(let channel, let fragment):
+            let count = fragment.bytes.count + (fragment.isFirst ? 12 : 4)
+            guard try acceptFlowControlled(channel: channel, count: count, kind: .message) else { return }
+            let message: [UInt8]?
+            do {
+                message = try reassembler.receive(fragment, channel: channel)
+            } catch {
+                throw ConnectionError(code: .protocolViolation, reason: "bad message fragment: \(error)")
+            }
+            returnMessageCredit(channel: channel, count: count)
+            if let message {
+                unreadBytes += message.count
+                events.append(.message(channel: channel, bytes: message))
+            }
+        case .channelClose(let channel):
+            guard var state = channels[channel], state.remoteOpen else {
+                throw ConnectionError(
+                    code: .protocolViolation, reason: "the peer closed channel \(channel), which it cannot send on")
+            }
+            state.remoteOpen = false
+            channels[channel] = state
+            events.append(.channelFinished(channel: channel))
+            if !state.localOpen { forgetChannel(channel) }
+        case .channelReset(let channel, let code):
+            guard channels[channel] != nil else { return }  // crossed our own reset
+            forgetChannel(channel)
+            events.append(.channelReset(channel: channel, code: code))
+        case .windowUpdate(let channel, let increment):
+            do {
+                try flow.receivedWindowUpdate(channel: channel, increment: increment)
+            } catch {
+                throw ConnectionError(code: .flowControlViolation, reason: "\(error)")
+            }
+        case .unknown:
+            break  // a newer minor version's frame: ignored, as PROTOCOL.md requires
+        }
+    }
+
+    private func peerError(code: UInt32, text: String) -> ConnectionError {
+        if code == WireErrorCode.groupSecretMismatch.rawValue {
+            return ConnectionError(code: .groupSecretMismatch, reason: "the peer refused the group proof: \(text)")
+        }
+        return ConnectionError(
+            code: .peerReportedError(code: code, text: text), reason: "the peer reported error \(code): \(text)")
+    }
+
+    /// Accounts a flow-controlled frame; false when it belongs to a channel this side already forgot.
+    private func acceptFlowControlled(channel: UInt32, count: Int, kind: Frame.ChannelKind) throws(ConnectionError)
+        -> Bool
+    {
+        guard let state = channels[channel] else {
+            // A channel we reset or closed both ways: the peer may not know yet. It still costs connection credit.
+            let isLocal = channel % 2 == (role == .dialer ? 1 : 0)
+            if isLocal ? channel < nextLocalChannel : channel < nextRemoteChannelFloor {
+                do {
+                    for frame in try flow.discard(count) { try enqueueControl(frame) }
+                } catch {
+                    throw ConnectionError(code: .flowControlViolation, reason: "\(error)")
+                }
+                return false
+            }
+            throw ConnectionError(
+                code: .protocolViolation, reason: "the peer sent on channel \(channel) before opening it")
+        }
+        guard state.remoteOpen else {
+            throw ConnectionError(
+                code: .protocolViolation, reason: "the peer sent on channel \(channel) after closing it")
+        }
+        guard (kind == .message) == (state.kind == .message) else {
+            throw ConnectionError(
+                code: .protocolViolation, reason: "the peer sent \(kind) data on \(state.kind) channel \(channel)")
+        }
+        do {
+            try flow.received(channel: channel, count: count)
+        } catch {
+            throw ConnectionError(code: .flowControlViolation, reason: "\(error)")
+        }
+        return true
+    }
+
+    /// The lowest channel number the peer has not opened yet (its channels have the other parity).
+    private var nextRemoteChannelFloor: UInt32 = 0
+
+    private func handleChannelOpen(channel: UInt32, kind: Frame.ChannelKind, name: String, initialWindow: UInt32)
+        throws(ConnectionError)
+    {
+        let remoteParity: UInt32 = role == .dialer ? 0 : 1
+        guard channel % 2 == remoteParity, channel >= nextRemoteChannelFloor else {
+            throw ConnectionError(
+                code: .protocolViolation, reason: "the peer opened channel \(channel), which is not its to open")
+        }
+        let updates: [Frame]
+        do {
+            updates = try flow.openRemoteChannel(channel, initialWindow: initialWindow)
+        } catch {
+            throw ConnectionError(code: .protocolViolation, reason: "the peer opened a channel: \(error)")
+        }
+        for frame in updates { try enqueueControl(frame) }
+        nextRemoteChannelFloor = channel + 1
+        channels[channel] = ChannelState(kind: kind, isLocal: false, localOpen: kind != .message)
+        events.append(.channelOpened(channel: channel, kind: kind, name: name))
+    }
+
+    private func handleHello(_ hello: Frame.Hello) throws(ConnectionError) {
+        guard let record else { return }
+        guard let claimed = PeerFingerprint(bytes: hello.fingerprint) else {
+            throw ConnectionError(
+                code: .protocolViolation, reason: "the peer's hello has a \(hello.fingerprint.count)-byte fingerprint")
+        }
+        if let proven = record.authenticatedPeer {
+            guard proven == claimed else {
+                throw ConnectionError(
+                    code: .protocolViolation,
+                    reason: "the peer's hello names \(claimed) but its certificate proves \(proven)")
+            }
+        }
+        if let expectedPeer, claimed != expectedPeer {
+            throw ConnectionError(
+                code: .identityMismatch(expected: expectedPeer, actual: claimed),
+                reason: "expected peer \(expectedPeer) but the plaintext peer claims to be \(claimed)")
+        }
+        var isGroupMember = false
+        if let secret = configuration.groupSecret {
+            let binding = try groupBinding(record)
+            guard secret.verify(hello.groupProof, binding: binding, fromDialer: role == .acceptor) else {
+                throw ConnectionError(
+                    code: .groupSecretMismatch,
+                    reason: hello.groupProof.isEmpty
+                        ? "the peer sent no group proof; it does not know the group secret"
+                        : "the peer's group proof is wrong; it knows a different group secret")
+            }
+            isGroupMember = true
+        } else if !hello.groupProof.isEmpty {
+            throw ConnectionError(
+                code: .groupSecretMismatch,
+                reason: "the peer proves membership of a group, but this side has no group secret")
+        }
+        let peer = ConnectedPeer(
+            fingerprint: claimed, displayName: hello.displayName, isAuthenticated: record.authenticatedPeer != nil,
+            isGroupMember: isGroupMember, protection: record.protectionDescription, minorVersion: hello.minorVersion,
+            capabilities: hello.capabilities)
+        self.peer = peer
+        phase = .established
+        for frame in flow.connectionEstablished() { try enqueueControl(frame) }
+        defaultMessageChannel = try openChannel(kind: .message, name: "")
+        events.append(.established(peer))
+    }
+
+    // MARK: - Application commands
+
+    /// Opens a channel for sending; returns its number.
+    func openChannel(kind: Frame.ChannelKind, name: String) throws(ConnectionError) -> UInt32 {
+        guard phase == .established else { throw notOpen() }
+        let channel = nextLocalChannel
+        let window: UInt32
+        do {
+            window = try flow.openLocalChannel(channel)
+        } catch {
+            throw ConnectionError(code: .internalFailure, reason: "cannot open a channel: \(error)")
+        }
+        nextLocalChannel += 2
+        // A message channel only carries this side's messages; stream channels are two-way.
+        channels[channel] = ChannelState(kind: kind, isLocal: true, remoteOpen: kind != .message)
+        try enqueueControl(.channelOpen(channel: channel, kind: kind, name: name, initialWindow: window))
+        return channel
+    }
+
+    /// Queues a whole message on `channel` (the default message channel when 0).
+    func sendMessage(_ bytes: [UInt8], channel: UInt32 = 0) throws(ConnectionError) {
+        guard phase == .established else { throw notOpen() }
+        guard UInt64(bytes.count) <= configuration.frameLimits.maximumMessageLength else {
+            throw ConnectionError(
+                code: .invalidConfiguration,
+                reason:
+                    "a \(bytes.count)-byte message exceeds the \(configuration.frameLimits.maximumMessageLength)-byte "
+                    + "limit; send it as a stream or resource")
+        }
+        let channel = channel == 0 ? defaultMessageChannel : channel
+        do {
+            try scheduler.enqueueMessage(bytes, channel: channel)
+        } catch {
+            throw ConnectionError(code: .internalFailure, reason: "\(error)")
+        }
+        queuedBytes += bytes.count
+    }
+
+    /// Queues stream bytes on `channel`.
+    func write(_ bytes: [UInt8], channel: UInt32) throws(ConnectionError) {
+        guard phase == .established else { throw notOpen() }
+        do {
+            try scheduler.enqueueData(bytes, channel: channel)
+        } catch {
+            throw ConnectionError(code: .internalFailure, reason: "\(error)")
+        }
+        queuedBytes += bytes.count
+    }
+
+    /// Whether `channel` can take another queued item right now.
+    func canQueue(channel: UInt32) -> Bool {
+        phase == .established && !scheduler.isQueueFull(channel: channel == 0 ? defaultMessageChannel : channel)
+    }
+
+    /// Half-closes `channel`: the peer sees the end after everything queued.
+    func finishChannel(_ channel: UInt32) throws(ConnectionError) {
+        guard phase == .established else { throw notOpen() }
+        do {
+            try scheduler.enqueueClose(channel: channel)
+        } catch {
+            throw ConnectionError(code: .internalFailure, reason: "\(error)")
+        }
+    }
+
+    /// Aborts `channel` both ways.
+    func resetChannel(_ channel: UInt32, code: UInt32) {
+        guard phase == .established, channels[channel] != nil else { return }
+        forgetChannel(channel)
+        try? enqueueControl(.channelReset(channel: channel, code: code))
+    }
+
+    /// The application took `count` bytes of stream data from `channel`.
+    func streamConsumed(channel: UInt32, count: Int) {
+        guard channels[channel] != nil else { return }
+        for frame in flow.consumed(channel: channel, count: count) { try? enqueueControl(frame) }
+    }
+
+    /// The application took a message of `count` bytes.
+    func messageConsumed(count: Int) {
+        unreadBytes -= count
+        guard unreadBytes <= configuration.receiveBufferLimit, !deferredCredit.isEmpty else { return }
+        let held = deferredCredit
+        deferredCredit = [:]
+        for (channel, count) in held { returnMessageCredit(channel: channel, count: count) }
+    }
+
+    /// Message fragments count as consumed once reassembled (a message may exceed the window), unless the
+    /// application is behind by more than ``ConnectionConfiguration/receiveBufferLimit``: then the credit is
+    /// held back until it catches up, which stops the sender.
+    private func returnMessageCredit(channel: UInt32, count: Int) {
+        if unreadBytes > configuration.receiveBufferLimit {
+            deferredCredit[channel, default: 0] += count
+            return
+        }
+        for frame in flow.consumed(channel: channel, count: count) { try? enqueueControl(frame) }
+    }
+
+    private func notOpen() -> ConnectionError {
+        if let closeReason, phase == .closed || closeRequested { return closeReason }
+        return ConnectionError(code: .closedLocally, reason: "the connection is \(phase), not established")
+    }
+}

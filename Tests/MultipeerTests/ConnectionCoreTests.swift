@@ -1,0 +1,298 @@
+import MultipeerIO
+import Testing
+
+@testable import Multipeer
+
+@Suite("Connection core in memory: preamble, hello, group secret, keepalive, close")
+struct ConnectionCoreTests {
+    @Test func plaintextPeersEstablishAndNameEachOther() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        let seenByDialer = try #require(pair.dialerPeer)
+        let seenByAcceptor = try #require(pair.acceptorPeer)
+        #expect(seenByDialer.fingerprint == TestPeers.bob.fingerprint)
+        #expect(seenByDialer.displayName == "Bob")
+        #expect(!seenByDialer.isAuthenticated)
+        #expect(seenByDialer.protection == "plaintext")
+        #expect(seenByAcceptor.fingerprint == TestPeers.ada.fingerprint)
+        #expect(pair.dialerClosed == nil && pair.acceptorClosed == nil)
+    }
+
+    @Test(arguments: [
+        (EncryptionPreference.required, EncryptionPreference.none), (.none, .required),
+    ])
+    func requiredAndNoneRefuseEachOtherWithAReason(dialer: EncryptionPreference, acceptor: EncryptionPreference) throws
+    {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada, dialer),
+            acceptor: TestPeers.configuration(TestPeers.bob, acceptor))
+        pair.run()
+        let dialerError = try #require(pair.dialerClosed)
+        let acceptorError = try #require(pair.acceptorClosed)
+        #expect(dialerError.code == .encryptionMismatch(local: dialer, remote: acceptor))
+        #expect(acceptorError.code == .encryptionMismatch(local: acceptor, remote: dialer))
+        #expect(dialerError.reason.contains(".required") && dialerError.reason.contains(".none"))
+        #expect(pair.dialerPeer == nil && pair.acceptorPeer == nil)
+    }
+
+    @Test(arguments: [
+        (EncryptionPreference.optional, EncryptionPreference.none), (.none, .optional),
+    ])
+    func optionalMeetsNoneInPlaintextMarkedUnauthenticated(
+        dialer: EncryptionPreference, acceptor: EncryptionPreference
+    ) throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada, dialer),
+            acceptor: TestPeers.configuration(TestPeers.bob, acceptor))
+        pair.run()
+        #expect(try #require(pair.dialerPeer).isAuthenticated == false)
+        #expect(try #require(pair.acceptorPeer).protection == "plaintext")
+    }
+
+    @Test func plaintextDialerChecksTheClaimedIdentity() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob),
+            expectedPeer: TestPeers.eve.fingerprint)
+        pair.run()
+        let error = try #require(pair.dialerClosed)
+        #expect(error.code == .identityMismatch(expected: TestPeers.eve.fingerprint, actual: TestPeers.bob.fingerprint))
+        #expect(pair.dialerPeer == nil)
+        // The acceptor saw the dialer's error frame.
+        #expect(pair.acceptorClosed != nil)
+    }
+
+    @Test func sameGroupSecretJoins() throws {
+        let secret = try GroupSecret(Array(repeating: 7, count: 32))
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada, secret: secret),
+            acceptor: TestPeers.configuration(TestPeers.bob, secret: secret))
+        pair.run()
+        #expect(try #require(pair.dialerPeer).isGroupMember)
+        #expect(try #require(pair.acceptorPeer).isGroupMember)
+    }
+
+    @Test func wrongOrMissingGroupSecretIsRefusedWithItsReason() throws {
+        let secret = try GroupSecret(Array(repeating: 7, count: 32))
+        let other = try GroupSecret(Array(repeating: 8, count: 32))
+        for (dialerSecret, acceptorSecret) in [(secret, other), (secret, nil), (nil, secret)] {
+            let pair = CorePair(
+                dialer: TestPeers.configuration(TestPeers.ada, secret: dialerSecret),
+                acceptor: TestPeers.configuration(TestPeers.bob, secret: acceptorSecret))
+            pair.run()
+            pair.run()
+            #expect(try #require(pair.dialerClosed).code == .groupSecretMismatch)
+            #expect(try #require(pair.acceptorClosed).code == .groupSecretMismatch)
+            #expect(pair.dialerPeer == nil || pair.acceptorPeer == nil)
+        }
+    }
+
+    @Test func groupSecretsShorterThan32BytesAreRefused() {
+        #expect(throws: ConnectionError.self) { try GroupSecret(Array(repeating: 1, count: 31)) }
+    }
+
+    @Test func silentAcceptorTimesOutTheHandshake() throws {
+        var configuration = TestPeers.configuration(TestPeers.ada)
+        configuration.handshakeTimeout = .seconds(10)
+        let pair = CorePair(dialer: configuration, acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.holdAcceptorOutput = true
+        pair.run()
+        pair.advance(by: .milliseconds(9_999))
+        #expect(pair.dialerClosed == nil)
+        pair.advance(by: .milliseconds(1))
+        #expect(try #require(pair.dialerClosed).code == .handshakeTimedOut(limit: .seconds(10)))
+    }
+
+    @Test func garbageInsteadOfAPreambleIsNotAPeer() throws {
+        let acceptor = ConnectionCore(
+            role: .acceptor, configuration: TestPeers.configuration(TestPeers.bob), expectedPeer: nil,
+            now: IOInstant(nanoseconds: 0), makeTLS: CorePair.noTLS)
+        acceptor.receive(Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8), now: IOInstant(nanoseconds: 1))
+        let events = acceptor.takeEvents()
+        #expect(CorePair.closed(in: events)?.code == .notAPeer)
+        #expect(acceptor.finished)
+    }
+
+    @Test func busyAnswerIsReportedAsTooManyPendingHandshakes() throws {
+        let dialer = ConnectionCore(
+            role: .dialer, configuration: TestPeers.configuration(TestPeers.ada), expectedPeer: nil,
+            now: IOInstant(nanoseconds: 0), makeTLS: CorePair.noTLS)
+        _ = dialer.takeOutput()
+        dialer.receive(ConnectionCore.busyAnswer(preference: .none), now: IOInstant(nanoseconds: 1))
+        #expect(CorePair.closed(in: dialer.takeEvents())?.code == .tooManyPendingHandshakes)
+    }
+
+    @Test func messagesFlowBothWaysInOrder() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        let sent = (0..<200).map { index in [UInt8](repeating: UInt8(index % 251), count: index * 37) }
+        for message in sent {
+            try pair.dialer.sendMessage(message)
+            if !pair.dialer.canQueue(channel: 0) { pair.run() }
+        }
+        try pair.acceptor.sendMessage([1, 2, 3])
+        pair.run()
+        #expect(CorePair.messages(in: pair.acceptorEvents) == sent)
+        #expect(CorePair.messages(in: pair.dialerEvents) == [[1, 2, 3]])
+    }
+
+    @Test func aMessageLargerThanEveryWindowArrivesWhole() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        let big = (0..<(9 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+        try pair.dialer.sendMessage(big)
+        try pair.dialer.sendMessage([42])
+        pair.run(rounds: 10_000)
+        #expect(CorePair.messages(in: pair.acceptorEvents) == [big, [42]])
+    }
+
+    @Test func aReaderThatStopsReadingStopsTheSenderWithinItsWindow() throws {
+        var receiver = TestPeers.configuration(TestPeers.bob)
+        receiver.receiveBufferLimit = 1 << 20
+        let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: receiver)
+        pair.run()
+        // The application never takes a message: after the buffer limit, credit is held back.
+        for _ in 0..<64 { try pair.dialer.sendMessage([UInt8](repeating: 9, count: 1 << 20)) }
+        pair.run(rounds: 10_000)
+        let delivered = CorePair.messages(in: pair.acceptorEvents).reduce(0) { $0 + $1.count }
+        // Held: the unread limit plus one message completing past it plus the credit the sender still had
+        // (the channel window): never the 64 MiB queued.
+        #expect(delivered <= (1 << 20) + (1 << 20) + Int(receiver.flowControl.channelWindow) + (1 << 20))
+        #expect(delivered >= 1 << 20)
+        #expect(pair.dialer.queuedBytes >= (64 << 20) - delivered - Int(receiver.flowControl.channelWindow) - (1 << 20))
+        // Reading resumes the transfer.
+        pair.acceptor.messageConsumed(count: delivered)
+        pair.run(rounds: 10_000)
+        let more = CorePair.messages(in: pair.acceptorEvents).reduce(0) { $0 + $1.count }
+        #expect(more > delivered)
+    }
+
+    @Test func streamsCarryBytesAndFinish() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        let channel = try pair.dialer.openChannel(kind: .stream, name: "photo.jpg")
+        let payload = (0..<300_000).map { UInt8(truncatingIfNeeded: $0) }
+        try pair.dialer.write(payload, channel: channel)
+        try pair.dialer.finishChannel(channel)
+        var received: [UInt8] = []
+        var finished = false
+        var opened: String?
+        for _ in 0..<100 {
+            pair.run(rounds: 1)
+            for event in pair.acceptorEvents {
+                switch event {
+                case .channelOpened(_, .stream, let name): opened = name
+                case .channelData(let channel, let bytes):
+                    received += bytes
+                    pair.acceptor.streamConsumed(channel: channel, count: bytes.count)
+                case .channelFinished: finished = true
+                default: break
+                }
+            }
+            pair.acceptorEvents = []
+            if finished { break }
+        }
+        #expect(opened == "photo.jpg")
+        #expect(received == payload)
+        #expect(finished)
+    }
+
+    @Test func idleConnectionsPingAndStayUp() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        for _ in 0..<30 {
+            pair.advance(by: .milliseconds(500))
+            pair.run()
+        }
+        #expect(pair.dialerClosed == nil && pair.acceptorClosed == nil)
+        #expect(pair.dialerEvents.contains { if case .pong = $0 { true } else { false } })
+        #expect(pair.dialer.lastRoundTrip != nil)
+    }
+
+    @Test func aSilentPeerIsDeclaredGoneWithinTheBound() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        // From now on the acceptor's bytes are lost (crashed peer, dead link).
+        pair.holdAcceptorOutput = true
+        var elapsed: Duration = .zero
+        while pair.dialerClosed == nil && elapsed < .seconds(20) {
+            pair.advance(by: .milliseconds(100))
+            pair.run()
+            elapsed += .milliseconds(100)
+        }
+        #expect(try #require(pair.dialerClosed).code == .peerWentSilent(limit: .seconds(6)))
+        #expect(elapsed <= .seconds(6))
+    }
+
+    @Test func gracefulCloseFlushesQueuedMessagesThenSaysGoodbye() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        let messages = (0..<20).map { [UInt8](repeating: UInt8($0), count: 100_000) }
+        for message in messages { try pair.dialer.sendMessage(message) }
+        pair.dialer.close(now: pair.now, code: 7, text: "bye now")
+        #expect(throws: ConnectionError.self) { try pair.dialer.sendMessage([1]) }
+        pair.run(rounds: 10_000)
+        pair.run()
+        #expect(CorePair.messages(in: pair.acceptorEvents) == messages)
+        #expect(try #require(pair.acceptorClosed).code == .closedByPeer(code: 7, text: "bye now"))
+        #expect(try #require(pair.dialerClosed).code == .closedLocally)
+    }
+
+    @Test func endOfStreamWithoutGoodbyeIsConnectionLost() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        pair.acceptor.receiveEndOfStream(now: pair.now)
+        pair.collect()
+        #expect(try #require(pair.acceptorClosed).code == .connectionLost)
+    }
+
+    @Test func aFrameBeforeTheHelloIsAProtocolViolation() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        let offer = pair.dialer.takeOutput()
+        pair.acceptor.receive(offer, now: pair.now)
+        _ = pair.acceptor.takeOutput()
+        pair.acceptor.receive(try FrameEncoder().encode(.ping(token: 1)), now: pair.now)
+        pair.collect()
+        #expect(try #require(pair.acceptorClosed).code == .protocolViolation)
+    }
+
+    @Test func aFrameClaiming4GBClosesTheConnectionBeforeBuffering() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        // Header: version 1, type message, flags first|last, reserved, channel 1, length 0xFFFFFFF0.
+        pair.acceptor.receive([1, 0x20, 3, 0, 0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xF0], now: pair.now)
+        pair.collect()
+        let error = try #require(pair.acceptorClosed)
+        #expect(error.code == .protocolViolation)
+        #expect(error.reason.contains("4294967280"))
+    }
+
+    @Test func sendingMoreThanTheCreditIsAFlowControlViolation() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        // Bypass the dialer's flow control: frames straight from an encoder on its default channel (1).
+        let encoder = FrameEncoder()
+        var bytes: [UInt8] = []
+        var id: UInt32 = 0
+        while bytes.count < Int(FlowController.Configuration.initialCredit) * 96 {
+            let payload = [UInt8](repeating: 1, count: 60_000)
+            try encoder.encode(
+                .message(channel: 1, fragment: .init(id: id, totalLength: 60_000, isLast: true, bytes: payload)),
+                into: &bytes)
+            id += 1
+        }
+        pair.acceptor.receive(bytes, now: pair.now)
+        pair.collect()
+        #expect(try #require(pair.acceptorClosed).code == .flowControlViolation)
+    }
+}
