@@ -1,0 +1,282 @@
+internal import MultipeerIO
+
+/// Binds a ``ConnectionCore`` to a TCP socket on an event loop: feeds it received bytes, writes its output
+/// while the socket's send buffer is below a high-water mark, runs its timers, and hands its events to the
+/// application side (``ConnectionShared``, ``PeerStream``). Loop-confined.
+final class ConnectionDriver: @unchecked Sendable {
+    // Safety of @unchecked Sendable: every mutable property is touched only on `loop`'s thread (the public
+    // objects reach it with `loop.execute`). Sendable only so closures run on the loop can capture it.
+
+    /// Unwritten socket bytes above which the driver stops asking the core for frames.
+    static let highWatermark = 512 * 1024
+    /// The writability handler fires below this.
+    static let lowWatermark = 128 * 1024
+
+    let loop: EventLoop
+    let core: ConnectionCore
+    let shared: ConnectionShared
+    private var socket: TCPConnection?
+    private var timer: TimerID?
+    private var timerDeadline: IOInstant?
+    private var servicing = false
+    private var serviceAgain = false
+    /// Called once when the handshake finished (with the peer) or failed (with the error).
+    var onSetup: ((Result<ConnectedPeer, ConnectionError>) -> Void)?
+    /// Called once when the connection has ended and its socket is closed.
+    var onEnd: ((ConnectionError) -> Void)?
+    var streams: [UInt32: PeerStream] = [:]
+    var incomingStreams: AsyncStream<PeerStream>.Continuation?
+    private var streamWriters: [(channel: UInt32, bytes: [UInt8], continuation: CheckedContinuation<Void, any Error>)] =
+        []
+    private var pingWaiters: [UInt64: CheckedContinuation<Duration, any Error>] = [:]
+    private var closeError: ConnectionError?
+
+    init(loop: EventLoop, core: ConnectionCore, socket: TCPConnection) {
+        self.loop = loop
+        self.core = core
+        self.socket = socket
+        shared = ConnectionShared(sendBufferLimit: core.configuration.sendBufferLimit)
+    }
+
+    /// Starts reading and writing. Loop thread only.
+    func start() {
+        guard let socket else { return }
+        socket.setHandlers(
+            onData: { [self] bytes in
+                core.receive(bytes, now: loop.clock.now())
+                service()
+            },
+            onClose: { [self] error in
+                if let error {
+                    core.receiveSocketError(error)
+                } else {
+                    core.receiveEndOfStream(now: loop.clock.now())
+                }
+                service()
+            })
+        socket.setWritabilityHandler(lowWatermark: Self.lowWatermark) { [self] in service() }
+        service()
+    }
+
+    /// Does everything that is due: moves queued sends into the core, writes output, delivers events,
+    /// closes the socket when the core is done, and re-arms the timer. Loop thread only; re-entrant calls are
+    /// folded into the running one.
+    func service() {
+        if servicing {
+            serviceAgain = true
+            return
+        }
+        servicing = true
+        defer { servicing = false }
+        repeat {
+            serviceAgain = false
+            serviceOnce()
+        } while serviceAgain
+    }
+
+    private func serviceOnce() {
+        let consumed = shared.takeConsumed()
+        if consumed > 0 { core.messageConsumed(count: consumed) }
+        var progress = true
+        while progress {
+            progress = false
+            if moveOutbound() { progress = true }
+            if writeOutput() { progress = true }
+        }
+        // A send that raced with the end of draining did not wake the loop: take it now if the core has room.
+        if shared.drainPaused() && core.phase == .established && core.canQueue(channel: 0)
+            && core.queuedBytes < core.configuration.sendBufferLimit
+        {
+            serviceAgain = true
+        }
+        deliverEvents()
+        if core.finished, let socket {
+            if socket.bufferedByteCount == 0 {
+                finishSocket(socket)
+            } else {
+                socket.shutdownWrite()
+            }
+        } else if core.wantsWriteShutdown, let socket, socket.bufferedByteCount == 0 {
+            socket.shutdownWrite()
+        }
+        armTimer()
+    }
+
+    /// Moves messages from `send` and parked stream writes into the core while it has room; true if any moved.
+    private func moveOutbound() -> Bool {
+        guard core.phase == .established else { return false }
+        var moved = false
+        while core.queuedBytes < core.configuration.sendBufferLimit && core.canQueue(channel: 0) {
+            let batch = shared.takeOutbound(upTo: 64)
+            if batch.isEmpty { break }
+            var bytes = 0
+            for message in batch {
+                do {
+                    try core.sendMessage(message)
+                } catch {
+                    core.fail(error)
+                    return true
+                }
+                bytes += message.count
+            }
+            shared.outboundSent(bytes)
+            moved = true
+        }
+        var index = 0
+        while index < streamWriters.count {
+            let writer = streamWriters[index]
+            if core.canQueue(channel: writer.channel) && core.queuedBytes < core.configuration.sendBufferLimit {
+                streamWriters.remove(at: index)
+                do {
+                    try core.write(writer.bytes, channel: writer.channel)
+                    writer.continuation.resume()
+                } catch {
+                    writer.continuation.resume(throwing: error)
+                }
+                moved = true
+            } else {
+                index += 1
+            }
+        }
+        return moved
+    }
+
+    /// Writes the core's output while the socket takes it; true if anything was written.
+    private func writeOutput() -> Bool {
+        guard let socket else { return false }
+        var wrote = false
+        while socket.bufferedByteCount < Self.highWatermark {
+            let output = core.takeOutput(limit: 256 * 1024)
+            if output.isEmpty { break }
+            socket.write(output)
+            wrote = true
+        }
+        return wrote
+    }
+
+    private func deliverEvents() {
+        for event in core.takeEvents() {
+            switch event {
+            case .established(let peer):
+                onSetup?(.success(peer))
+                onSetup = nil
+            case .message(_, let bytes):
+                shared.deliver(bytes)
+            case .channelOpened(let channel, let kind, let name):
+                guard kind != .message else { continue }
+                let stream = PeerStream(driver: self, channel: channel, name: name)
+                streams[channel] = stream
+                incomingStreams?.yield(stream)
+            case .channelData(let channel, let bytes):
+                streams[channel]?.inbound.deliver(bytes)
+            case .channelFinished(let channel):
+                streams[channel]?.inbound.finish(nil)
+            case .channelReset(let channel, let code):
+                streams.removeValue(forKey: channel)?.inbound.finish(
+                    ConnectionError(code: .protocolViolation, reason: "the peer reset the stream (code \(code))"))
+            case .pong(let token, let roundTrip):
+                pingWaiters.removeValue(forKey: token)?.resume(returning: roundTrip)
+            case .closed(let error):
+                closeError = error
+                onSetup?(.failure(error))
+                onSetup = nil
+                shared.close(error)
+                for stream in streams.values { stream.inbound.finish(error) }
+                streams = [:]
+                incomingStreams?.finish()
+                for writer in streamWriters { writer.continuation.resume(throwing: error) }
+                streamWriters = []
+                for waiter in pingWaiters.values { waiter.resume(throwing: error) }
+                pingWaiters = [:]
+            }
+        }
+    }
+
+    private func finishSocket(_ socket: TCPConnection) {
+        socket.close()
+        self.socket = nil
+        if let timer { loop.cancelTimer(timer) }
+        timer = nil
+        onEnd?(closeError ?? ConnectionError(code: .closedLocally, reason: "closed"))
+        onEnd = nil
+    }
+
+    private func armTimer() {
+        guard socket != nil else { return }
+        guard let deadline = core.finished ? loop.clock.now() + core.configuration.closeTimeout : core.nextDeadline
+        else { return }
+        if let timerDeadline, let timer {
+            if timerDeadline <= deadline { return }  // fires earlier; it re-arms for the later deadline then
+            loop.cancelTimer(timer)
+        }
+        timerDeadline = deadline
+        timer = loop.scheduleTimer(at: deadline) { [self] in
+            timer = nil
+            timerDeadline = nil
+            if core.finished, let socket {
+                // The peer never read our last bytes: give up on them.
+                finishSocket(socket)
+                return
+            }
+            core.tick(now: loop.clock.now())
+            service()
+        }
+    }
+
+    // MARK: - Commands from the public objects (loop thread)
+
+    func ping(_ continuation: CheckedContinuation<Duration, any Error>) {
+        guard let token = core.sendPing(now: loop.clock.now()) else {
+            continuation.resume(throwing: closeError ?? ConnectionError(code: .closedLocally, reason: "not open"))
+            return
+        }
+        pingWaiters[token] = continuation
+        service()
+    }
+
+    func close(code: UInt32, text: String) {
+        core.close(now: loop.clock.now(), code: code, text: text)
+        service()
+    }
+
+    /// Closes the socket at once, without goodbye: the peer sees the connection end.
+    func abort() {
+        core.finish(ConnectionError(code: .closedLocally, reason: "aborted by this side"))
+        deliverEvents()
+        if let socket { finishSocket(socket) }
+    }
+
+    func openStream(name: String) throws(ConnectionError) -> PeerStream {
+        let channel = try core.openChannel(kind: .stream, name: name)
+        let stream = PeerStream(driver: self, channel: channel, name: name)
+        streams[channel] = stream
+        service()
+        return stream
+    }
+
+    func write(_ bytes: [UInt8], channel: UInt32, continuation: CheckedContinuation<Void, any Error>) {
+        if let closeError {
+            continuation.resume(throwing: closeError)
+            return
+        }
+        streamWriters.append((channel, bytes, continuation))
+        service()
+    }
+
+    func finishStream(_ channel: UInt32) throws(ConnectionError) {
+        try core.finishChannel(channel)
+        service()
+    }
+
+    func resetStream(_ channel: UInt32) {
+        streams.removeValue(forKey: channel)?.inbound.finish(
+            ConnectionError(code: .closedLocally, reason: "the stream was reset by this side"))
+        core.resetChannel(channel, code: 1)
+        service()
+    }
+
+    func streamConsumed(_ channel: UInt32, count: Int) {
+        core.streamConsumed(channel: channel, count: count)
+        service()
+    }
+}

@@ -1,0 +1,246 @@
+internal import Synchronization
+
+/// The part of a connection that application tasks touch from any thread: the outbound queue that `send`
+/// fills and the event loop drains, and the inbound queue the loop fills and `messages` drains. Everything
+/// else belongs to the loop.
+final class ConnectionShared: Sendable {
+    struct Outbound {
+        var messages: [[UInt8]] = []
+        var head = 0
+        var bytes = 0
+        var kickScheduled = false
+        var senders: [(message: [UInt8], continuation: CheckedContinuation<Void, any Error>)] = []
+    }
+
+    struct Inbound {
+        var messages: [[UInt8]] = []
+        var head = 0
+        var reader: CheckedContinuation<[UInt8]?, Never>?
+        var consumed = 0
+        var consumeKickScheduled = false
+    }
+
+    struct State {
+        var outbound = Outbound()
+        var inbound = Inbound()
+        var closed: ConnectionError?
+        var closeWaiters: [CheckedContinuation<ConnectionError, Never>] = []
+    }
+
+    let state = Mutex(State())
+    /// The most unsent bytes `send` queues before it suspends.
+    let sendBufferLimit: Int
+
+    init(sendBufferLimit: Int) {
+        self.sendBufferLimit = sendBufferLimit
+    }
+
+    // MARK: Outbound (application side)
+
+    /// Queues a message; returns whether the loop must be woken to drain, or throws when closed. Suspends
+    /// while the queue is over its limit.
+    func enqueue(_ message: [UInt8], wake: () -> Void) async throws(ConnectionError) {
+        enum Decision {
+            case queued(wake: Bool)
+            case wait
+            case closed(ConnectionError)
+        }
+        let decision = state.withLock { state -> Decision in
+            if let closed = state.closed { return .closed(closed) }
+            guard state.outbound.bytes < sendBufferLimit, state.outbound.senders.isEmpty else { return .wait }
+            state.outbound.messages.append(message)
+            state.outbound.bytes += message.count
+            let wake = !state.outbound.kickScheduled
+            state.outbound.kickScheduled = true
+            return .queued(wake: wake)
+        }
+        switch decision {
+        case .queued(let shouldWake):
+            if shouldWake { wake() }
+        case .closed(let error):
+            throw error
+        case .wait:
+            do {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    let closed = state.withLock { state -> ConnectionError? in
+                        if let closed = state.closed { return closed }
+                        // The message joins the queue when there is room, in the order senders arrived.
+                        state.outbound.senders.append((message, continuation))
+                        return nil
+                    }
+                    if let closed { continuation.resume(throwing: closed) }
+                }
+            } catch let error as ConnectionError {
+                throw error
+            } catch {
+                throw ConnectionError(code: .internalFailure, reason: "\(error)")
+            }
+        }
+    }
+
+    // MARK: Outbound (loop side)
+
+    /// Takes up to `count` queued messages for the core.
+    func takeOutbound(upTo count: Int) -> [[UInt8]] {
+        state.withLock { state in
+            state.outbound.kickScheduled = false
+            let available = state.outbound.messages.count - state.outbound.head
+            let taken = min(count, available)
+            guard taken > 0 else { return [] }
+            let end = state.outbound.head + taken
+            let messages = Array(state.outbound.messages[state.outbound.head..<end])
+            state.outbound.head = end
+            if end == state.outbound.messages.count {
+                state.outbound.messages.removeAll(keepingCapacity: state.outbound.messages.count <= 4096)
+                state.outbound.head = 0
+            }
+            state.outbound.kickScheduled = true  // the loop is draining; senders need not wake it
+            return messages
+        }
+    }
+
+    /// The loop finished draining: the next `send` must wake it again.
+    /// - Returns: Whether messages are still queued.
+    func drainPaused() -> Bool {
+        state.withLock { state in
+            state.outbound.kickScheduled = false
+            return state.outbound.head < state.outbound.messages.count
+        }
+    }
+
+    /// `count` bytes left the outbound queue (framed by the core); resumes suspended senders that now fit.
+    func outboundSent(_ count: Int) {
+        let resumed = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            state.outbound.bytes -= count
+            var resumed: [CheckedContinuation<Void, any Error>] = []
+            while let first = state.outbound.senders.first, state.outbound.bytes < sendBufferLimit {
+                state.outbound.senders.removeFirst()
+                state.outbound.messages.append(first.message)
+                state.outbound.bytes += first.message.count
+                resumed.append(first.continuation)
+            }
+            return resumed
+        }
+        for continuation in resumed { continuation.resume() }
+    }
+
+    /// Bytes queued by `send` and not yet handed to the core (suspended senders' messages excluded).
+    var outboundBytes: Int { state.withLock { $0.outbound.bytes } }
+
+    // MARK: Inbound
+
+    /// Delivers a message to the application (loop side).
+    func deliver(_ message: [UInt8]) {
+        let reader = state.withLock { state -> CheckedContinuation<[UInt8]?, Never>? in
+            if let reader = state.inbound.reader {
+                state.inbound.reader = nil
+                return reader
+            }
+            state.inbound.messages.append(message)
+            return nil
+        }
+        reader?.resume(returning: message)
+    }
+
+    /// The next message, or nil once the connection closed and every message was taken. `consumed` is called
+    /// when the loop should be told how many bytes the application took.
+    func nextMessage(consumed wake: @escaping @Sendable () -> Void) async -> [UInt8]? {
+        enum Decision {
+            case message([UInt8], wake: Bool)
+            case end
+            case wait
+        }
+        let decision = state.withLock { state -> Decision in
+            if state.inbound.head < state.inbound.messages.count {
+                let message = state.inbound.messages[state.inbound.head]
+                state.inbound.messages[state.inbound.head] = []
+                state.inbound.head += 1
+                if state.inbound.head == state.inbound.messages.count {
+                    state.inbound.messages.removeAll(keepingCapacity: state.inbound.messages.count <= 4096)
+                    state.inbound.head = 0
+                }
+                state.inbound.consumed += message.count
+                let wake = !state.inbound.consumeKickScheduled
+                state.inbound.consumeKickScheduled = true
+                return .message(message, wake: wake)
+            }
+            return state.closed == nil ? .wait : .end
+        }
+        switch decision {
+        case .message(let message, let shouldWake):
+            if shouldWake { wake() }
+            return message
+        case .end:
+            return nil
+        case .wait:
+            let message = await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8]?, Never>) in
+                let ready = state.withLock { state -> [UInt8]?? in
+                    if state.inbound.head < state.inbound.messages.count {
+                        let message = state.inbound.messages[state.inbound.head]
+                        state.inbound.head += 1
+                        return .some(message)
+                    }
+                    if state.closed != nil { return .some(nil) }
+                    state.inbound.reader = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+            if let message {
+                let shouldWake = state.withLock { state in
+                    state.inbound.consumed += message.count
+                    defer { state.inbound.consumeKickScheduled = true }
+                    return !state.inbound.consumeKickScheduled
+                }
+                if shouldWake { wake() }
+            }
+            return message
+        }
+    }
+
+    /// Bytes the application took since the last call (loop side).
+    func takeConsumed() -> Int {
+        state.withLock { state in
+            defer {
+                state.inbound.consumed = 0
+                state.inbound.consumeKickScheduled = false
+            }
+            return state.inbound.consumed
+        }
+    }
+
+    // MARK: Close
+
+    /// Records the end of the connection and wakes everyone waiting.
+    func close(_ error: ConnectionError) {
+        let (senders, reader, waiters) = state.withLock { state in
+            if state.closed == nil { state.closed = error }
+            let senders = state.outbound.senders.map(\.continuation)
+            state.outbound.senders = []
+            let reader = state.inbound.head < state.inbound.messages.count ? nil : state.inbound.reader
+            if reader != nil { state.inbound.reader = nil }
+            let waiters = state.closeWaiters
+            state.closeWaiters = []
+            return (senders, reader, waiters)
+        }
+        let final = closedError ?? error
+        for sender in senders { sender.resume(throwing: final) }
+        reader?.resume(returning: nil)
+        for waiter in waiters { waiter.resume(returning: final) }
+    }
+
+    /// Why the connection ended, or nil while it is open.
+    var closedError: ConnectionError? { state.withLock { $0.closed } }
+
+    /// Waits for the end of the connection.
+    func waitUntilClosed() async -> ConnectionError {
+        await withCheckedContinuation { (continuation: CheckedContinuation<ConnectionError, Never>) in
+            let closed = state.withLock { state -> ConnectionError? in
+                if let closed = state.closed { return closed }
+                state.closeWaiters.append(continuation)
+                return nil
+            }
+            if let closed { continuation.resume(returning: closed) }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+public import MultipeerIO
+
+/// An established, authenticated (or knowingly plaintext) connection to one peer: messages, streams, pings
+/// and a graceful close, all multiplexed over one TCP connection with per-channel flow control.
+///
+/// Make one with ``connect(to:expecting:configuration:loop:)`` or receive it from a ``PeerListener``. All
+/// methods are safe from any task; the connection's state lives on its event loop.
+public final class PeerConnection: Sendable {
+    /// Who is at the other end, as proven by the handshake.
+    public let peer: ConnectedPeer
+    /// The peer's TCP address.
+    public let remoteAddress: SocketAddress
+    let driver: ConnectionDriver
+    /// The peer's streams, in the order it opened them. Ends when the connection closes.
+    public let incomingStreams: AsyncStream<PeerStream>
+
+    init(peer: ConnectedPeer, remoteAddress: SocketAddress, driver: ConnectionDriver, streams: AsyncStream<PeerStream>)
+    {
+        self.peer = peer
+        self.remoteAddress = remoteAddress
+        self.driver = driver
+        incomingStreams = streams
+    }
+
+    /// Connects to a peer: TCP, the preamble, TLS 1.3 with mutual authentication (unless both sides settle on
+    /// plaintext), and the hello exchange.
+    ///
+    /// - Parameters:
+    ///   - address: The peer's address, from discovery.
+    ///   - expecting: The identity discovery advertised for the peer; the handshake fails with
+    ///     ``ConnectionError/Code/identityMismatch(expected:actual:)`` unless the far side proves it. Nil
+    ///     accepts whoever answers.
+    ///   - configuration: This side's identity and settings.
+    ///   - loop: The event loop that will own the connection.
+    /// - Returns: The established connection.
+    /// - Throws: ``ConnectionError`` saying why the connection could not be made.
+    public static func connect(
+        to address: SocketAddress, expecting: PeerFingerprint?, configuration: ConnectionConfiguration,
+        loop: EventLoop
+    ) async throws(ConnectionError) -> PeerConnection {
+        let contexts = try TLSContexts(configuration: configuration)
+        do {
+            return try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<PeerConnection, any Error>) in
+                let accepted = loop.execute {
+                    TCPConnection.connect(to: address, loop: loop) { result in
+                        switch result {
+                        case .failure(let error):
+                            continuation.resume(
+                                throwing: ConnectionError(
+                                    code: .socket(call: error.call, errno: error.errno),
+                                    reason: "could not connect to \(address): \(error)"))
+                        case .success(let socket):
+                            let core = ConnectionCore(
+                                role: .dialer, configuration: configuration, expectedPeer: expecting,
+                                now: loop.clock.now(), makeTLS: contexts.makeRecordLayer(expecting: expecting))
+                            let driver = ConnectionDriver(loop: loop, core: core, socket: socket)
+                            let connection = PeerConnection.pending(driver: driver, remote: address)
+                            driver.onSetup = { result in
+                                continuation.resume(with: result.map(connection).mapError { $0 })
+                            }
+                            driver.start()
+                        }
+                    }
+                }
+                if !accepted {
+                    continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the loop stopped"))
+                }
+            }
+        } catch {
+            throw ConnectionError.wrapping(error)
+        }
+    }
+
+    /// Prepares the public object's parts before the handshake finishes, so nothing the peer sends right
+    /// after its hello is lost; returns the function that makes the connection once the peer is known.
+    static func pending(driver: ConnectionDriver, remote: SocketAddress) -> (ConnectedPeer) -> PeerConnection {
+        let (streams, continuation) = AsyncStream<PeerStream>.makeStream()
+        driver.incomingStreams = continuation
+        return { peer in PeerConnection(peer: peer, remoteAddress: remote, driver: driver, streams: streams) }
+    }
+
+    /// Sends a message reliably and in order (Apple's `.reliable` mode).
+    ///
+    /// Returns once the message is queued; suspends while more than
+    /// ``ConnectionConfiguration/sendBufferLimit`` bytes wait to be sent, so a slow peer slows the sender
+    /// instead of growing memory.
+    /// - Parameter message: At most ``FrameLimits/maximumMessageLength`` bytes.
+    /// - Throws: ``ConnectionError`` if the connection is closing or closed.
+    public func send(_ message: [UInt8]) async throws(ConnectionError) {
+        let driver = driver
+        try await driver.shared.enqueue(message) {
+            driver.loop.execute { driver.service() }
+        }
+    }
+
+    /// The messages the peer sends, in order. Ends when the connection closes (see ``closed()`` for why).
+    public var messages: Messages { Messages(driver: driver) }
+
+    /// The peer's messages as an `AsyncSequence`.
+    public struct Messages: AsyncSequence, Sendable {
+        let driver: ConnectionDriver
+
+        /// Creates the iterator.
+        public func makeAsyncIterator() -> Iterator { Iterator(driver: driver) }
+
+        /// Takes the messages one by one.
+        public struct Iterator: AsyncIteratorProtocol {
+            let driver: ConnectionDriver
+
+            /// The next message, or nil once the connection closed.
+            public mutating func next() async -> [UInt8]? {
+                let driver = driver
+                return await driver.shared.nextMessage { driver.loop.execute { driver.service() } }
+            }
+        }
+    }
+
+    /// Opens a byte stream to the peer.
+    /// - Parameter name: A name for the peer (at most 255 bytes of UTF-8), such as a file name.
+    /// - Throws: ``ConnectionError`` if the connection is not open or has too many channels.
+    public func openStream(name: String) async throws(ConnectionError) -> PeerStream {
+        let driver = driver
+        do {
+            return try await driver.loop.submit { try driver.openStream(name: name) }
+        } catch {
+            throw ConnectionError.wrapping(error)
+        }
+    }
+
+    /// Measures the round-trip time with a ping.
+    /// - Throws: ``ConnectionError`` if the connection closes first.
+    public func ping() async throws(ConnectionError) -> Duration {
+        let driver = driver
+        do {
+            return try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<Duration, any Error>) in
+                if !driver.loop.execute({ driver.ping(continuation) }) {
+                    continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the loop stopped"))
+                }
+            }
+        } catch {
+            throw ConnectionError.wrapping(error)
+        }
+    }
+
+    /// Closes gracefully: everything already queued is sent, then a goodbye; returns once the connection
+    /// ended (the peer answered, or ``ConnectionConfiguration/closeTimeout`` passed).
+    /// - Parameters:
+    ///   - code: A reason code for the peer (0 = normal).
+    ///   - reason: A short text for the peer's logs.
+    /// - Returns: How the connection ended.
+    @discardableResult
+    public func close(code: UInt32 = 0, reason: String = "closed") async -> ConnectionError {
+        let driver = driver
+        driver.loop.execute { driver.close(code: code, text: reason) }
+        return await closed()
+    }
+
+    /// Closes the TCP connection at once, without a goodbye; the peer sees the connection lost.
+    public func abort() {
+        let driver = driver
+        driver.loop.execute { driver.abort() }
+    }
+
+    /// Waits until the connection ends and says why.
+    public func closed() async -> ConnectionError {
+        await driver.shared.waitUntilClosed()
+    }
+
+    /// Why the connection ended, or nil while it is open.
+    public var closeReason: ConnectionError? { driver.shared.closedError }
+}

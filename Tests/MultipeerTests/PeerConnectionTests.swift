@@ -1,0 +1,284 @@
+import Foundation
+import MultipeerIO
+import Testing
+
+@testable import Multipeer
+
+/// A listener and a loop on 127.0.0.1, torn down afterwards.
+struct LoopbackPeers {
+    let loop: EventLoop
+    let listener: PeerListener
+
+    init(_ configuration: ConnectionConfiguration) async throws {
+        loop = try EventLoop(name: "connection-test")
+        listener = try await PeerListener(
+            configuration: configuration, address: SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: 0), loop: loop)
+    }
+
+    func connect(_ configuration: ConnectionConfiguration, expecting: PeerFingerprint?) async throws(ConnectionError)
+        -> PeerConnection
+    {
+        try await PeerConnection.connect(
+            to: listener.localAddress, expecting: expecting, configuration: configuration, loop: loop)
+    }
+
+    /// The next connection the listener established.
+    func accepted() async throws -> PeerConnection {
+        var iterator = listener.connections.makeAsyncIterator()
+        return try #require(await iterator.next())
+    }
+
+    func shutdown() {
+        listener.close()
+        loop.shutdown()
+    }
+}
+
+@Suite("Peer connections over loopback", .serialized)
+struct PeerConnectionTests {
+    @Test(arguments: [EncryptionPreference.required, .none])
+    func connectExchangeAndCloseGracefully(encryption: EncryptionPreference) async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, encryption))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(
+            TestPeers.configuration(TestPeers.ada, encryption), expecting: TestPeers.bob.fingerprint)
+        let acceptor = try await peers.accepted()
+        #expect(dialer.peer.fingerprint == TestPeers.bob.fingerprint)
+        #expect(acceptor.peer.fingerprint == TestPeers.ada.fingerprint)
+        #expect(dialer.peer.isAuthenticated == (encryption == .required))
+        if encryption == .required {
+            #expect(dialer.peer.protection == "TLSv1.3 TLS_AES_128_GCM_SHA256")
+        }
+        let sent = (0..<500).map { index in [UInt8](repeating: UInt8(index % 256), count: (index * 131) % 5000) }
+        async let received: [[UInt8]] = {
+            var messages: [[UInt8]] = []
+            for await message in acceptor.messages {
+                messages.append(message)
+                if messages.count == sent.count { break }
+            }
+            return messages
+        }()
+        for message in sent { try await dialer.send(message) }
+        #expect(await received == sent)
+        try await acceptor.send(Array("reply".utf8))
+        var replies = dialer.messages.makeAsyncIterator()
+        #expect(await replies.next() == Array("reply".utf8))
+        let roundTrip = try await dialer.ping()
+        #expect(roundTrip > .zero && roundTrip < .seconds(5))
+        let dialerEnd = await dialer.close(code: 3, reason: "done")
+        #expect(dialerEnd.code == .closedLocally)
+        #expect(await acceptor.closed().code == .closedByPeer(code: 3, text: "done"))
+        await #expect(throws: ConnectionError.self) { try await dialer.send([1]) }
+    }
+
+    @Test func aStreamCarriesMegabytesWhileMessagesStillFlow() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        let payload = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let stream = try await dialer.openStream(name: "big.bin")
+        async let readBack: ([UInt8], String) = {
+            var streams = acceptor.incomingStreams.makeAsyncIterator()
+            guard let incoming = await streams.next() else { return ([], "") }
+            var bytes: [UInt8] = []
+            while let chunk = try await incoming.read() { bytes += chunk }
+            return (bytes, incoming.name)
+        }()
+        var offset = 0
+        while offset < payload.count {
+            let end = min(payload.count, offset + 100_000)
+            try await stream.write(Array(payload[offset..<end]))
+            offset = end
+        }
+        try await dialer.send([7])
+        try await stream.finish()
+        var messages = acceptor.messages.makeAsyncIterator()
+        #expect(await messages.next() == [7])
+        let (bytes, name) = try await readBack
+        #expect(name == "big.bin")
+        #expect(bytes == payload)
+        await dialer.close()
+    }
+
+    @Test func theWrongIdentityIsRefusedOverTLS() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        do {
+            _ = try await peers.connect(
+                TestPeers.configuration(TestPeers.ada, .required), expecting: TestPeers.eve.fingerprint)
+            Issue.record("connected to the wrong identity")
+        } catch {
+            #expect(
+                error.code == .identityMismatch(expected: TestPeers.eve.fingerprint, actual: TestPeers.bob.fingerprint))
+        }
+        var failures = peers.listener.handshakeFailures.makeAsyncIterator()
+        let failure = try #require(await failures.next())
+        #expect(failure.code == .handshakeFailed)
+    }
+
+    @Test func requiredDialerAndPlaintextListenerRefuseEachOther() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .none))
+        defer { peers.shutdown() }
+        do {
+            _ = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+            Issue.record("a .required peer connected to a .none peer")
+        } catch {
+            #expect(error.code == .encryptionMismatch(local: .required, remote: .none))
+        }
+    }
+
+    @Test func wrongGroupSecretIsRefusedOverTLS() async throws {
+        let listenerSecret = try GroupSecret(Array(repeating: 1, count: 32))
+        let dialerSecret = try GroupSecret(Array(repeating: 2, count: 32))
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required, secret: listenerSecret))
+        defer { peers.shutdown() }
+        do {
+            _ = try await peers.connect(
+                TestPeers.configuration(TestPeers.ada, .required, secret: dialerSecret), expecting: nil)
+            Issue.record("connected with the wrong group secret")
+        } catch {
+            #expect(error.code == .groupSecretMismatch)
+        }
+        let joined = try await peers.connect(
+            TestPeers.configuration(TestPeers.ada, .required, secret: listenerSecret), expecting: nil)
+        #expect(joined.peer.isGroupMember)
+        await joined.close()
+    }
+
+    @Test func anAbortedPeerIsNoticedAtOnce() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        let start = ContinuousClock.now
+        dialer.abort()
+        let error = await acceptor.closed()
+        #expect(error.code == .connectionLost)
+        // Detected from the TCP end of stream, not the keepalive (which would take seconds).
+        #expect(ContinuousClock.now - start < .seconds(2))
+    }
+
+    @Test func randomBytesAndSilentClientsAreRefusedAndRealPeersStillConnect() async throws {
+        var configuration = TestPeers.configuration(TestPeers.bob, .required)
+        configuration.handshakeTimeout = .milliseconds(800)
+        let peers = try await LoopbackPeers(configuration)
+        defer { peers.shutdown() }
+        let port = peers.listener.localAddress.port
+        // A client that sends random bytes, and one that sends nothing.
+        let garbage = try RawClient(port: port)
+        try garbage.send((0..<4096).map { _ in UInt8.random(in: 0...255) })
+        let silent = try RawClient(port: port)
+        // A real peer still gets through meanwhile.
+        let real = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        #expect(real.peer.fingerprint == TestPeers.bob.fingerprint)
+        var failures = peers.listener.handshakeFailures.makeAsyncIterator()
+        var codes: [ConnectionError.Code] = []
+        for _ in 0..<2 { if let failure = await failures.next() { codes.append(failure.code) } }
+        #expect(codes.contains(.notAPeer))
+        #expect(codes.contains(.handshakeTimedOut(limit: .milliseconds(800))))
+        #expect(try await offPool { try garbage.readUntilClosed() } >= 0)
+        #expect(try await offPool { try silent.readUntilClosed() } >= 0)
+        #expect(real.closeReason == nil)
+        await real.close()
+    }
+
+    @Test func theDefaultHandshakeTimeoutIsAtMostTenSeconds() {
+        #expect(ConnectionConfiguration(identity: TestPeers.ada).handshakeTimeout <= .seconds(10))
+        #expect(ConnectionConfiguration(identity: TestPeers.ada).silenceTimeout <= .seconds(6))
+    }
+
+    @Test func aFloodOfConnectionAttemptsIsBoundedAndAnsweredBusy() async throws {
+        var configuration = TestPeers.configuration(TestPeers.bob, .required)
+        configuration.maximumPendingHandshakes = 16
+        configuration.handshakeTimeout = .seconds(3)
+        let peers = try await LoopbackPeers(configuration)
+        defer { peers.shutdown() }
+        let port = peers.listener.localAddress.port
+        let clients = try (0..<300).map { _ in try RawClient(port: port) }
+        // Wait until the listener accepted them all.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while peers.listener.statistics.accepted < clients.count && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let statistics = peers.listener.statistics
+        #expect(statistics.accepted == clients.count)
+        #expect(statistics.pending <= 16)
+        #expect(statistics.refusedBusy >= clients.count - 16)
+        // A refused client reads the busy answer: magic, version, kind 2, outcome 0x81.
+        let answer = try await offPool { try clients[clients.count - 1].read(count: 24) }
+        #expect(Array(answer.prefix(4)) == Array("MPCP".utf8) && answer[5] == 2 && answer[7] == 0x81)
+        // Once the silent ones time out, a real peer connects.
+        try await Task.sleep(for: .seconds(3.5))
+        let real = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        #expect(real.peer.displayName == "Bob")
+        await real.close()
+        for client in clients { client.close() }
+    }
+}
+
+/// A blocking TCP client on 127.0.0.1 for hostile-input tests.
+final class RawClient: @unchecked Sendable {
+    private(set) var fd: Int32
+
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else { throw SystemCallError(call: "connect", errno: errno) }
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    func send(_ bytes: [UInt8]) throws {
+        let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == bytes.count else { throw SystemCallError(call: "send", errno: errno) }
+    }
+
+    func read(count: Int) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: count)
+        while bytes.count < count {
+            let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, count - bytes.count, 0) }
+            guard got > 0 else { throw SystemCallError(call: "recv", errno: got == 0 ? 0 : errno) }
+            bytes += buffer.prefix(got)
+        }
+        return bytes
+    }
+
+    /// Reads until the server closes; returns the bytes read. Throws if the read timed out.
+    func readUntilClosed() throws -> Int {
+        var total = 0
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if got == 0 { return total }
+            if got < 0 {
+                if errno == ECONNRESET { return total }
+                throw SystemCallError(call: "recv", errno: errno)
+            }
+            total += got
+        }
+    }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+
+    deinit { close() }
+}
+
+/// Runs blocking work on a thread of its own, so the cooperative pool keeps serving other tasks.
+func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
