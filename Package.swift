@@ -26,7 +26,7 @@ let package = Package(
         .target(
             name: "Multipeer", dependencies: ["COpenSSL", "MultipeerIO", "MulticastDNS"], swiftSettings: strict),
         .executableTarget(
-            name: "multipeer", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
+            name: "multipeer", dependencies: ["MulticastDNS", "MultipeerIO", "Multipeer"], swiftSettings: strict),
         // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
         .target(name: "NetLab", swiftSettings: strict),
         .executableTarget(

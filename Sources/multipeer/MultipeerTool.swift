@@ -8,6 +8,8 @@ struct MultipeerTool {
         ("demo", DemoCommand.usage, DemoCommand.summary),
         ("advertise", AdvertiseCommand.usage, AdvertiseCommand.summary),
         ("browse", BrowseCommand.usage, BrowseCommand.summary),
+        ("listen", ListenCommand.usage, ListenCommand.summary),
+        ("connect", ConnectCommand.usage, ConnectCommand.summary),
     ]
 
     static var help: String {
@@ -37,6 +39,8 @@ struct MultipeerTool {
             case "demo": status = try await DemoCommand(arguments: arguments).run()
             case "advertise": status = try await AdvertiseCommand(arguments: arguments).run()
             case "browse": status = try await BrowseCommand(arguments: arguments).run()
+            case "listen": status = try await ListenCommand(arguments: arguments).run()
+            case "connect": status = try await ConnectCommand(arguments: arguments).run()
             default: throw UsageError("unknown command '\(name)'")
             }
             exit(status)

@@ -1,0 +1,194 @@
+internal import Foundation
+import Multipeer
+import MultipeerIO
+
+/// Options shared by `multipeer listen` and `multipeer connect`.
+struct ConnectionOptions {
+    static let usage =
+        "[--name NAME] [--identity FILE] [--encryption required|optional|none] [--secret-file FILE] "
+        + "[--silence-timeout SECONDS]"
+
+    var configuration: ConnectionConfiguration
+
+    init(parsing arguments: inout CommandLineArguments, defaultName: String) throws(UsageError) {
+        let name = try arguments.value(of: "--name") ?? defaultName
+        let identity: PeerIdentity
+        do {
+            if let path = try arguments.value(of: "--identity") {
+                identity = try PeerIdentity.load(from: path)
+            } else {
+                identity = try PeerIdentity.generate(displayName: name)
+            }
+        } catch let error as UsageError {
+            throw error
+        } catch {
+            throw UsageError("\(error)")
+        }
+        configuration = ConnectionConfiguration(identity: identity)
+        if let text = try arguments.value(of: "--encryption") {
+            guard let preference = EncryptionPreference.allCases.first(where: { $0.description == text }) else {
+                throw UsageError("--encryption wants required, optional or none, not '\(text)'")
+            }
+            configuration.encryption = preference
+        }
+        if let path = try arguments.value(of: "--secret-file") {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw UsageError("cannot read --secret-file \(path)")
+            }
+            do {
+                configuration.groupSecret = try GroupSecret(Array(data))
+            } catch {
+                throw UsageError("\(error.reason)")
+            }
+        }
+        if let text = try arguments.value(of: "--silence-timeout") {
+            guard let seconds = Double(text), seconds >= 0.3 else {
+                throw UsageError("--silence-timeout wants seconds (at least 0.3), not '\(text)'")
+            }
+            configuration.silenceTimeout = .milliseconds(Int(seconds * 1000))
+            configuration.keepaliveInterval = .milliseconds(Int(seconds * 1000 / 3))
+        }
+    }
+
+    /// Parses `HOST:PORT` or `[IPV6]:PORT`.
+    static func address(_ text: String) throws(UsageError) -> SocketAddress {
+        let host: Substring
+        let port: Substring
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            host = text[text.index(after: text.startIndex)..<close]
+            port = text[close...].dropFirst(2)
+        } else if let colon = text.lastIndex(of: ":") {
+            host = text[..<colon]
+            port = text[text.index(after: colon)...]
+        } else {
+            throw UsageError("wanted HOST:PORT, not '\(text)'")
+        }
+        guard let ip = IPAddress(String(host)), let number = UInt16(port) else {
+            throw UsageError("wanted an IP address and a port, not '\(text)'")
+        }
+        return SocketAddress(ip, port: number)
+    }
+
+    static func describe(_ peer: ConnectedPeer) -> String {
+        "\(peer.displayName) \(peer.fingerprint) \(peer.isAuthenticated ? "authenticated" : "unauthenticated") "
+            + peer.protection
+    }
+
+    /// `closed CODE: reason`, with the code's case name first so scripts can match it.
+    static func describe(_ error: ConnectionError) -> String {
+        "\(error.code)".split(separator: "(").first.map(String.init).map { "\($0) \(error.code): \(error.reason)" }
+            ?? error.reason
+    }
+}
+
+/// `multipeer listen [--address IP] [--port PORT] [options]`: accepts peers, prints them, echoes their
+/// messages back, until SIGINT/SIGTERM.
+struct ListenCommand {
+    static let usage = "multipeer listen [--address IP] [--port PORT] \(ConnectionOptions.usage)"
+    static let summary = "accept peer connections and echo their messages (diagnostics)"
+
+    var address: SocketAddress
+    var options: ConnectionOptions
+
+    init(arguments: [String]) throws(UsageError) {
+        var arguments = CommandLineArguments(arguments)
+        options = try ConnectionOptions(parsing: &arguments, defaultName: "listener")
+        let ip = try arguments.value(of: "--address") ?? "::"
+        let portText = try arguments.value(of: "--port") ?? "0"
+        guard let port = UInt16(portText) else { throw UsageError("--port wants 0-65535, not '\(portText)'") }
+        address = try ConnectionOptions.address(ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)")
+        try arguments.finish()
+    }
+
+    func run() async throws -> Int32 {
+        let signals = TerminationSignals()
+        let loop = try EventLoop(name: "multipeer-listen")
+        let listener = try await PeerListener(configuration: options.configuration, address: address, loop: loop)
+        Output.line("listening \(listener.localAddress) \(options.configuration.identity.fingerprint)")
+        let failures = Task {
+            for await failure in listener.handshakeFailures {
+                Output.line("refused \(ConnectionOptions.describe(failure))")
+            }
+        }
+        let acceptor = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for await connection in listener.connections {
+                    Output.line("connected \(ConnectionOptions.describe(connection.peer))")
+                    group.addTask {
+                        for await message in connection.messages {
+                            try? await connection.send(message)
+                        }
+                        let reason = await connection.closed()
+                        Output.line("closed \(connection.peer.fingerprint) \(ConnectionOptions.describe(reason))")
+                    }
+                }
+            }
+        }
+        _ = await signals.wait()
+        listener.close()
+        failures.cancel()
+        acceptor.cancel()
+        loop.shutdown()
+        return 0
+    }
+}
+
+/// `multipeer connect HOST:PORT [--expect FINGERPRINT] [--send TEXT]... [options]`: connects, prints the
+/// peer and every message it sends, and exits when the connection ends, saying why and after how long.
+struct ConnectCommand {
+    static let usage =
+        "multipeer connect HOST:PORT [--expect FINGERPRINT] [--send TEXT]... \(ConnectionOptions.usage)"
+    static let summary = "connect to a peer, send messages, print replies and why the connection ended"
+
+    var address: SocketAddress
+    var expected: PeerFingerprint?
+    var messages: [String]
+    var options: ConnectionOptions
+
+    init(arguments: [String]) throws(UsageError) {
+        var arguments = CommandLineArguments(arguments)
+        options = try ConnectionOptions(parsing: &arguments, defaultName: "dialer")
+        if let text = try arguments.value(of: "--expect") {
+            guard let fingerprint = PeerFingerprint(text) else {
+                throw UsageError("--expect wants a fingerprint like abcd-efgh-..., not '\(text)'")
+            }
+            expected = fingerprint
+        }
+        messages = try arguments.values(of: "--send")
+        address = try ConnectionOptions.address(try arguments.positional("HOST:PORT"))
+        try arguments.finish()
+    }
+
+    func run() async throws -> Int32 {
+        let signals = TerminationSignals()
+        let loop = try EventLoop(name: "multipeer-connect")
+        defer { loop.shutdown() }
+        let connection: PeerConnection
+        do {
+            connection = try await PeerConnection.connect(
+                to: address, expecting: expected, configuration: options.configuration, loop: loop)
+        } catch {
+            Output.line("failed \(ConnectionOptions.describe(error))")
+            return 1
+        }
+        Output.line("connected \(ConnectionOptions.describe(connection.peer))")
+        let printer = Task {
+            for await message in connection.messages {
+                Output.line("message \(String(decoding: message, as: UTF8.self))")
+            }
+        }
+        for message in messages { try? await connection.send(Array(message.utf8)) }
+        let interrupted = Task {
+            _ = await signals.wait()
+            await connection.close(reason: "interrupted")
+        }
+        let started = ContinuousClock.now
+        let reason = await connection.closed()
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        Output.line("closed after \(String(format: "%.3f", seconds)) s: \(ConnectionOptions.describe(reason))")
+        interrupted.cancel()
+        await printer.value
+        return 0
+    }
+}
