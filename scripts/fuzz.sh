@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Fuzzes a decoder with libFuzzer for a number of seconds (default 300): `scripts/fuzz.sh [SECONDS] [dns|wire]`,
-# the mDNS message decoder (default) or the peer-connection frame decoder (hello parser included).
+# Fuzzes a decoder with libFuzzer for a number of seconds (default 300): `scripts/fuzz.sh [SECONDS] [dns|wire|handshake]`,
+# the mDNS message decoder (default), the peer-connection frame decoder, or the connection setup (preamble and
+# hello parsers with the plaintext connection state machine behind them).
 # Crash inputs land in fuzz-artifacts/; the script exits non-zero if libFuzzer finds one.
 # Replay a corpus or an artifact without sanitizers: swift run mdns-fuzz Fuzz/corpus/dns fuzz-artifacts
 set -euo pipefail
 
 duration="${1:-300}"
 target="${2:-dns}"
-case "$target" in dns | wire) ;; *) echo "usage: scripts/fuzz.sh [SECONDS] [dns|wire]" >&2; exit 64 ;; esac
+case "$target" in dns | wire | handshake) ;; *) echo "usage: scripts/fuzz.sh [SECONDS] [dns|wire|handshake]" >&2; exit 64 ;; esac
 cd "$(dirname "$0")/.."
 
 swift build -c release --product mdns-fuzz --scratch-path .build-fuzz \
@@ -18,7 +19,7 @@ if [ -z "$(ls -A "$seeds" 2>/dev/null)" ]; then
     if [ "$target" = dns ]; then
         MDNS_FUZZ_SEED_DIR="$PWD/$seeds" swift test --filter FuzzSeedTests
     else
-        swift run mdns-fuzz --write-wire-seeds "$seeds"
+        swift run mdns-fuzz "--write-$target-seeds" "$seeds"
     fi
 fi
 

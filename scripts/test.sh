@@ -21,4 +21,5 @@ time swift test --skip-build "$@"
 if [[ -x scripts/fuzz.sh ]]; then
     time scripts/fuzz.sh 30 dns
     time scripts/fuzz.sh 20 wire
+    time scripts/fuzz.sh 20 handshake
 fi

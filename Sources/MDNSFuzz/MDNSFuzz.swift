@@ -1,4 +1,5 @@
 import MulticastDNS
+@_spi(Fuzzing) import Multipeer
 
 /// The property every input must keep: decoding never crashes, and a decoded message survives
 /// encode → decode unchanged. Any other outcome traps so libFuzzer records the input.
@@ -43,12 +44,17 @@ enum FuzzOracle {
     @_cdecl("LLVMFuzzerTestOneInput")
     public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-        if fuzzingWire { WireFuzzOracle.check(bytes) } else { FuzzOracle.check(bytes) }
+        switch fuzzTarget {
+        case "wire": WireFuzzOracle.check(bytes)
+        case "handshake": HandshakeFuzzHarness.check(bytes)
+        default: FuzzOracle.check(bytes)
+        }
         return 0
     }
 
-    /// `MULTIPEER_FUZZ_TARGET=wire` fuzzes the wire-frame decoder instead of the mDNS decoder.
-    nonisolated(unsafe) let fuzzingWire = getenv("MULTIPEER_FUZZ_TARGET").map { String(cString: $0) } == "wire"
+    /// `MULTIPEER_FUZZ_TARGET=wire` fuzzes the wire-frame decoder, `handshake` the preamble and hello parsers
+    /// with the connection state machine behind them, anything else the mDNS decoder.
+    nonisolated(unsafe) let fuzzTarget = getenv("MULTIPEER_FUZZ_TARGET").map { String(cString: $0) } ?? "dns"
 
     /// libFuzzer's driver (compiler-rt, LLVM 11 and later).
     @_silgen_name("LLVMFuzzerRunDriver")
@@ -77,7 +83,16 @@ enum FuzzOracle {
             var arguments = Array(CommandLine.arguments.dropFirst())
             // `--wire` replays through the wire-frame oracle; `--write-wire-seeds DIR` writes its seed corpus.
             let wire = arguments.contains("--wire")
-            arguments.removeAll { $0 == "--wire" }
+            let handshake = arguments.contains("--handshake")
+            arguments.removeAll { $0 == "--wire" || $0 == "--handshake" }
+            if arguments.first == "--write-handshake-seeds", arguments.count == 2 {
+                try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
+                for (index, seed) in HandshakeFuzzHarness.seeds().enumerated() {
+                    _ = manager.createFile(atPath: "\(arguments[1])/seed-\(index)", contents: Data(seed))
+                }
+                print("wrote \(HandshakeFuzzHarness.seeds().count) handshake seeds to \(arguments[1])")
+                return
+            }
             if arguments.first == "--write-wire-seeds", arguments.count == 2 {
                 try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
                 for (index, seed) in WireFuzzOracle.seeds().enumerated() {
@@ -100,13 +115,20 @@ enum FuzzOracle {
                 }
             }
             if files.isEmpty {
-                print("usage: mdns-fuzz [--wire] FILE_OR_DIRECTORY... | mdns-fuzz --write-wire-seeds DIR")
+                print(
+                    "usage: mdns-fuzz [--wire|--handshake] FILE_OR_DIRECTORY... | "
+                        + "mdns-fuzz --write-wire-seeds DIR | mdns-fuzz --write-handshake-seeds DIR")
                 exit(64)
             }
             var decoded = 0
             for file in files {
                 guard let data = manager.contents(atPath: file) else { continue }
-                if wire ? WireFuzzOracle.check(Array(data)) : FuzzOracle.check(Array(data)) { decoded += 1 }
+                if handshake {
+                    HandshakeFuzzHarness.check(Array(data))
+                    decoded += 1
+                } else if wire ? WireFuzzOracle.check(Array(data)) : FuzzOracle.check(Array(data)) {
+                    decoded += 1
+                }
             }
             print("replayed \(files.count) inputs: \(decoded) decoded, \(files.count - decoded) rejected, 0 crashes")
         }
