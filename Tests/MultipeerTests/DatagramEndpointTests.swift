@@ -1,3 +1,4 @@
+import Glibc
 import MultipeerIO
 import Synchronization
 import Testing
@@ -53,6 +54,11 @@ private final class LoopbackPair: @unchecked Sendable {
     }
 
     struct RegistrationRefused: Error {}
+}
+
+/// A sealer handed out of `loop.submit` to be used again inside it: only ever touched on the loop thread.
+private struct UncheckedSealer: @unchecked Sendable {
+    let sealer: DatagramSealer
 }
 
 /// Runs `body` with a fresh loop and a pair of endpoints on `address`; always closes them and stops the loop.
@@ -208,6 +214,62 @@ private func testPayload(_ index: Int, direction: UInt8) -> [UInt8] {
             #expect(statistics.delivered == 1)
             #expect(pair.acceptorInbox.values == [[1]])
             #expect(intruderInbox.count == 0)
+        }
+    }
+
+    @Test func oneEndpointServesManyConnections() async throws {
+        try await withLoopbackPair(seed: 6) { pair in
+            // Three more connections end on the acceptor's endpoint, each with keys of its own.
+            let inboxes = (0..<3).map { _ in Inbox() }
+            let sealers = try await pair.loop.submit { () -> [UncheckedSealer] in
+                try (0..<3).map { index in
+                    var random = SplitMix64(seed: 100 + UInt64(index))
+                    let exported = (0..<DatagramKeys.exportedLength).map { _ in
+                        UInt8.random(in: 0...255, using: &random)
+                    }
+                    let far = DatagramKeys(exported: exported, isDialer: true)
+                    let near = DatagramKeys(exported: exported, isDialer: false)
+                    let inbox = inboxes[index]
+                    guard
+                        pair.acceptor.register(
+                            receiverID: near.receiving.receiverID, opener: try near.makeOpener(),
+                            handler: { inbox.append($0) })
+                    else { throw LoopbackPair.RegistrationRefused() }
+                    return UncheckedSealer(sealer: try far.makeSealer())
+                }
+            }
+            try await pair.loop.submit {
+                for round in 0..<10 {
+                    for (index, sealer) in sealers.enumerated() {
+                        let packet = try sealer.sealer.seal([UInt8(index), UInt8(round)])
+                        try pair.dialer.send(packet, to: pair.acceptor.localAddress)
+                    }
+                }
+            }
+            #expect(await eventually { inboxes.allSatisfy { $0.count == 10 } })
+            for (index, inbox) in inboxes.enumerated() {
+                #expect(Set(inbox.values) == Set((0..<10).map { [UInt8(index), UInt8($0)] }))
+            }
+            #expect(pair.acceptorInbox.count == 0)
+            let statistics = try await pair.loop.submit { pair.acceptor.statistics }
+            #expect(statistics.delivered == 30)
+            #expect(statistics.received == 30)
+        }
+    }
+
+    @Test func closeIsIdempotentAndSendingAfterItThrows() async throws {
+        try await withLoopbackPair(seed: 7) { pair in
+            let error = try await pair.loop.submit { () -> SystemCallError? in
+                pair.dialer.close()
+                pair.dialer.close()
+                do {
+                    try pair.dialer.send(try pair.dialerSealer.seal([1]), to: pair.acceptor.localAddress)
+                    return nil
+                } catch let error as SystemCallError {
+                    return error
+                }
+            }
+            #expect(error?.errno == EBADF)
         }
     }
 
