@@ -84,6 +84,17 @@ struct ConnectionGoldenVectorTests {
         #expect(try decoder.next() == .hello(hello))
     }
 
+    @Test func helloWithADatagramPortAndNoGroupProof() throws {
+        let hello = Frame.Hello(
+            capabilities: .unreliableDatagrams, displayName: "Ada", fingerprint: [0xDE, 0xAD, 0xBE, 0xEF],
+            datagramPort: 0xC350)
+        let expected = hexBytes("01 01 00 00 00000000 00000012 01 00 00000001 03 416461 04 DEADBEEF 00 C350")
+        #expect(try FrameEncoder().encode(.hello(hello)) == expected)
+        var decoder = FrameDecoder()
+        decoder.append(expected)
+        #expect(try decoder.next() == .hello(hello))
+    }
+
     @Test func aGroupProofLongerThan64BytesIsRefused() throws {
         var bytes = hexBytes("01 01 00 00 00000000 00000051 01 00 00000000 03 416461 04 DEADBEEF 41")
         bytes += [UInt8](repeating: 0, count: 65)

@@ -103,8 +103,9 @@ struct FrameDecoderTests {
     @Test("hello may carry fields from a later minor version, which are ignored")
     func helloExtension() throws {
         var decoder = FrameDecoder()
-        decoder.append(hex("01 01 00 00  00000000  0000000A  01 01  00000000  01 41  00  FFFF"))
-        #expect(try decoder.next() == .hello(Frame.Hello(minorVersion: 1, displayName: "A")))
+        // After the fingerprint (empty), group proof (empty) and datagram port (0x1234): three unknown bytes.
+        decoder.append(hex("01 01 00 00  00000000  0000000E  01 01  00000000  01 41  00  00  1234  FFFFFF"))
+        #expect(try decoder.next() == .hello(Frame.Hello(minorVersion: 1, displayName: "A", datagramPort: 0x1234)))
     }
 
     @Test("texts: invalid UTF-8 and more than 256 bytes are refused")

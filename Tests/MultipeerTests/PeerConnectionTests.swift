@@ -101,6 +101,67 @@ struct PeerConnectionTests {
         await dialer.close()
     }
 
+    @Test func unreliableMessagesTravelAsDatagramsAndLargeOnesReliably() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        #expect(dialer.datagramPayloadLimit == 1216)
+        #expect(acceptor.datagramPayloadLimit == 1216)
+        #expect(dialer.peer.capabilities.contains(.unreliableDatagrams))
+        let small = (0..<50).map { [UInt8](repeating: UInt8($0), count: 1 + $0 * 20) }
+        let large = [UInt8](repeating: 0xAB, count: 5000)
+        for message in small { try await dialer.sendUnreliable(message) }
+        try await dialer.sendUnreliable(large)
+        // Loopback does not lose datagrams at this rate; order between the two paths is not promised.
+        var received: [[UInt8]] = []
+        var messages = acceptor.messages.makeAsyncIterator()
+        while received.count < small.count + 1, let message = await messages.next() { received.append(message) }
+        #expect(Set(received) == Set(small + [large]))
+        try await acceptor.sendUnreliable([1, 2, 3])
+        var back = dialer.messages.makeAsyncIterator()
+        #expect(await back.next() == [1, 2, 3])
+        await dialer.close()
+    }
+
+    @Test func plaintextConnectionsSendUnreliableMessagesReliably() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .none))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .none), expecting: nil)
+        let acceptor = try await peers.accepted()
+        #expect(dialer.datagramPayloadLimit == nil)
+        try await dialer.sendUnreliable([9])
+        var messages = acceptor.messages.makeAsyncIterator()
+        #expect(await messages.next() == [9])
+        await dialer.close()
+    }
+
+    @Test func datagramsAreDroppedNotBufferedWhenTheReaderIsBehind() async throws {
+        var configuration = TestPeers.configuration(TestPeers.bob, .required)
+        configuration.receiveBufferLimit = 64 * 1024
+        let peers = try await LoopbackPeers(configuration)
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        let datagram = [UInt8](repeating: 1, count: 1000)
+        for round in 0..<20 {
+            for _ in 0..<25 { try await dialer.sendUnreliable(datagram) }
+            if round % 4 == 3 { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        _ = try await dialer.ping()
+        try await Task.sleep(for: .milliseconds(100))
+        // 500 KB sent, nobody read: at most the 64 KiB limit (+ one datagram) is held, the rest counted as dropped.
+        #expect(acceptor.droppedDatagrams > 0)
+        var held = 0
+        var messages = acceptor.messages.makeAsyncIterator()
+        while held + acceptor.droppedDatagrams < 500 {
+            guard await messages.next() != nil else { break }
+            held += 1
+        }
+        #expect(held * datagram.count <= 64 * 1024 + datagram.count)
+        await dialer.close()
+    }
+
     @Test func theWrongIdentityIsRefusedOverTLS() async throws {
         let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
         defer { peers.shutdown() }

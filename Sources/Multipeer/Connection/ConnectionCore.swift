@@ -98,6 +98,11 @@ final class ConnectionCore {
     private var deferredCredit: [UInt32: Int] = [:]
     /// The most recent round-trip time measured by a ping.
     private(set) var lastRoundTrip: Duration?
+    /// This side's datagram UDP port, announced in the hello of a TLS connection; nil for none.
+    let localDatagramPort: UInt16?
+    /// The peer's datagram port and the keys for both directions, once established over TLS with a peer that
+    /// announced a port.
+    private(set) var datagramPath: (port: UInt16, keys: DatagramKeys)?
 
     /// Creates the state of a new TCP connection.
     /// - Parameters:
@@ -108,8 +113,9 @@ final class ConnectionCore {
     ///   - makeTLS: Makes the TLS record layer for a role, once the preamble chose TLS.
     init(
         role: Role, configuration: ConnectionConfiguration, expectedPeer: PeerFingerprint?, now: IOInstant,
-        makeTLS: @escaping (Role) throws(ConnectionError) -> any RecordLayer
+        datagramPort: UInt16? = nil, makeTLS: @escaping (Role) throws(ConnectionError) -> any RecordLayer
     ) {
+        localDatagramPort = datagramPort
         self.role = role
         self.configuration = configuration
         self.expectedPeer = expectedPeer
@@ -306,14 +312,18 @@ final class ConnectionCore {
         if let secret = configuration.groupSecret {
             proof = secret.proof(binding: try groupBinding(record), isDialer: role == .dialer)
         }
+        // Datagrams need keys from the TLS session: a plaintext connection sends unreliable messages reliably.
+        let port = record is TLSRecordLayer ? localDatagramPort : nil
         let hello = Frame.Hello(
-            capabilities: [], displayName: configuration.identity.displayName,
-            fingerprint: configuration.identity.fingerprint.bytes, groupProof: proof)
+            capabilities: port == nil ? [] : [.unreliableDatagrams], displayName: configuration.identity.displayName,
+            fingerprint: configuration.identity.fingerprint.bytes, groupProof: proof, datagramPort: port)
         try enqueueControl(.hello(hello))
     }
 
     private func groupBinding(_ record: any RecordLayer) throws(ConnectionError) -> [UInt8] {
-        if let binding = try record.groupBinding() { return binding }
+        if let binding = try record.exportKeyingMaterial(label: GroupSecret.exporterLabel, length: 32) {
+            return binding
+        }
         let (dialer, acceptor) = role == .dialer ? (localNonce, remoteNonce) : (remoteNonce, localNonce)
         return GroupSecret.plaintextBinding(dialerNonce: dialer, acceptorNonce: acceptor)
     }
@@ -732,6 +742,13 @@ final class ConnectionCore {
             isGroupMember: isGroupMember, protection: record.protectionDescription, minorVersion: hello.minorVersion,
             capabilities: hello.capabilities)
         self.peer = peer
+        if localDatagramPort != nil, hello.capabilities.contains(.unreliableDatagrams),
+            let port = hello.datagramPort, port != 0,
+            let material = try record.exportKeyingMaterial(
+                label: DatagramKeys.exporterLabel, length: DatagramKeys.exportedLength)
+        {
+            datagramPath = (port, DatagramKeys(exported: material, isDialer: role == .dialer))
+        }
         phase = .established
         for frame in flow.connectionEstablished() { try enqueueControl(frame) }
         defaultMessageChannel = try openChannel(kind: .message, name: "")

@@ -30,11 +30,24 @@ final class ConnectionDriver: @unchecked Sendable {
         []
     private var pingWaiters: [UInt64: CheckedContinuation<Duration, any Error>] = [:]
     private var closeError: ConnectionError?
+    /// The UDP endpoint for unreliable messages (shared by a listener's connections, or this dialer's own).
+    private let datagramEndpoint: DatagramEndpoint?
+    private let ownsDatagramEndpoint: Bool
+    private var datagramSealer: DatagramSealer?
+    private var datagramDestination: SocketAddress?
+    private var datagramReceiverID: UInt64?
+    /// The largest unreliable message sent as one datagram, once the datagram path is up.
+    private(set) var datagramPayloadLimit: Int?
 
-    init(loop: EventLoop, core: ConnectionCore, socket: TCPConnection) {
+    init(
+        loop: EventLoop, core: ConnectionCore, socket: TCPConnection, datagramEndpoint: DatagramEndpoint? = nil,
+        ownsDatagramEndpoint: Bool = false
+    ) {
         self.loop = loop
         self.core = core
         self.socket = socket
+        self.datagramEndpoint = datagramEndpoint
+        self.ownsDatagramEndpoint = ownsDatagramEndpoint
         shared = ConnectionShared(sendBufferLimit: core.configuration.sendBufferLimit)
     }
 
@@ -158,6 +171,7 @@ final class ConnectionDriver: @unchecked Sendable {
         for event in core.takeEvents() {
             switch event {
             case .established(let peer):
+                startDatagrams()
                 onSetup?(.success(peer))
                 onSetup = nil
             case .message(_, let bytes):
@@ -192,7 +206,38 @@ final class ConnectionDriver: @unchecked Sendable {
         }
     }
 
+    /// Registers this connection with the datagram endpoint once the core agreed on a datagram path.
+    private func startDatagrams() {
+        guard let endpoint = datagramEndpoint, let path = core.datagramPath, let socket,
+            endpoint.localAddress.family == socket.remoteAddress.family
+        else { return }
+        let shared = shared
+        let limit = core.configuration.receiveBufferLimit
+        guard let sealer = try? path.keys.makeSealer(), let opener = try? path.keys.makeOpener(),
+            endpoint.register(
+                receiverID: path.keys.receiving.receiverID, opener: opener,
+                handler: { payload in shared.deliver(payload, dropAbove: limit) })
+        else { return }
+        datagramSealer = sealer
+        datagramReceiverID = path.keys.receiving.receiverID
+        datagramDestination = SocketAddress(
+            socket.remoteAddress.address, port: path.port, scopeID: socket.remoteAddress.scopeID)
+        datagramPayloadLimit = DatagramSizing.maximumPayload(family: socket.remoteAddress.family)
+    }
+
+    /// Seals and sends one unreliable message; a datagram the kernel pushes back is dropped, as UDP would.
+    func sendDatagram(_ message: [UInt8]) {
+        guard let sealer = datagramSealer, let destination = datagramDestination, let endpoint = datagramEndpoint,
+            let packet = try? sealer.seal(message)
+        else { return }
+        _ = try? endpoint.send(packet, to: destination)
+    }
+
     private func finishSocket(_ socket: TCPConnection) {
+        if let datagramReceiverID { datagramEndpoint?.unregister(receiverID: datagramReceiverID) }
+        datagramReceiverID = nil
+        datagramSealer = nil
+        if ownsDatagramEndpoint { datagramEndpoint?.close() }
         socket.close()
         self.socket = nil
         if let timer { loop.cancelTimer(timer) }

@@ -14,6 +14,14 @@ final class ConnectionShared: Sendable {
 
     struct Inbound {
         var messages: [[UInt8]] = []
+        /// Whether each entry of `messages` came over flow-controlled channels (else a datagram).
+        var reliable: [Bool] = []
+        /// The reliable bytes handed straight to a waiting reader.
+        var handedOver = 0
+        /// Bytes in `messages` not taken yet.
+        var bytes = 0
+        /// Datagrams dropped because the application was too far behind.
+        var droppedDatagrams = 0
         var head = 0
         var reader: CheckedContinuation<[UInt8]?, Never>?
         var consumed = 0
@@ -130,20 +138,31 @@ final class ConnectionShared: Sendable {
     // MARK: Inbound
 
     /// Delivers a message to the application (loop side).
-    func deliver(_ message: [UInt8]) {
+    /// - Parameter limit: For an unreliable datagram, the unread bytes beyond which it is dropped instead.
+    func deliver(_ message: [UInt8], dropAbove limit: Int? = nil) {
         let reader = state.withLock { state -> CheckedContinuation<[UInt8]?, Never>? in
             if let reader = state.inbound.reader {
                 state.inbound.reader = nil
+                if limit == nil { state.inbound.handedOver += message.count }
                 return reader
             }
+            if let limit, state.inbound.bytes > limit {
+                state.inbound.droppedDatagrams += 1
+                return nil
+            }
             state.inbound.messages.append(message)
+            state.inbound.reliable.append(limit == nil)
+            state.inbound.bytes += message.count
             return nil
         }
         reader?.resume(returning: message)
     }
 
-    /// The next message, or nil once the connection closed and every message was taken. `consumed` is called
-    /// when the loop should be told how many bytes the application took.
+    /// Datagrams dropped because the application did not read fast enough.
+    var droppedDatagrams: Int { state.withLock { $0.inbound.droppedDatagrams } }
+
+    /// The next message, or nil once the connection closed and every message was taken. `wake` is called
+    /// when the loop should be told how many reliable bytes the application took (to return their credit).
     func nextMessage(consumed wake: @escaping @Sendable () -> Void) async -> [UInt8]? {
         enum Decision {
             case message([UInt8], wake: Bool)
@@ -151,19 +170,7 @@ final class ConnectionShared: Sendable {
             case wait
         }
         let decision = state.withLock { state -> Decision in
-            if state.inbound.head < state.inbound.messages.count {
-                let message = state.inbound.messages[state.inbound.head]
-                state.inbound.messages[state.inbound.head] = []
-                state.inbound.head += 1
-                if state.inbound.head == state.inbound.messages.count {
-                    state.inbound.messages.removeAll(keepingCapacity: state.inbound.messages.count <= 4096)
-                    state.inbound.head = 0
-                }
-                state.inbound.consumed += message.count
-                let wake = !state.inbound.consumeKickScheduled
-                state.inbound.consumeKickScheduled = true
-                return .message(message, wake: wake)
-            }
+            if let (message, wake) = Self.pop(&state.inbound) { return .message(message, wake: wake) }
             return state.closed == nil ? .wait : .end
         }
         switch decision {
@@ -175,27 +182,44 @@ final class ConnectionShared: Sendable {
         case .wait:
             let message = await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8]?, Never>) in
                 let ready = state.withLock { state -> [UInt8]?? in
-                    if state.inbound.head < state.inbound.messages.count {
-                        let message = state.inbound.messages[state.inbound.head]
-                        state.inbound.head += 1
-                        return .some(message)
-                    }
+                    if let (message, _) = Self.pop(&state.inbound) { return .some(message) }
                     if state.closed != nil { return .some(nil) }
                     state.inbound.reader = continuation
                     return nil
                 }
                 if let ready { continuation.resume(returning: ready) }
             }
-            if let message {
-                let shouldWake = state.withLock { state in
-                    state.inbound.consumed += message.count
-                    defer { state.inbound.consumeKickScheduled = true }
-                    return !state.inbound.consumeKickScheduled
-                }
-                if shouldWake { wake() }
+            let shouldWake = state.withLock { state in
+                state.inbound.consumed += state.inbound.handedOver
+                state.inbound.handedOver = 0
+                guard state.inbound.consumed > 0, !state.inbound.consumeKickScheduled else { return false }
+                state.inbound.consumeKickScheduled = true
+                return true
             }
+            if shouldWake { wake() }
             return message
         }
+    }
+
+    /// Takes the first queued message; returns it and whether the loop must be woken to return credit.
+    private static func pop(_ inbound: inout Inbound) -> ([UInt8], Bool)? {
+        guard inbound.head < inbound.messages.count else { return nil }
+        let message = inbound.messages[inbound.head]
+        let reliable = inbound.reliable[inbound.head]
+        inbound.messages[inbound.head] = []
+        inbound.head += 1
+        inbound.bytes -= message.count
+        if inbound.head == inbound.messages.count {
+            let keep = inbound.messages.count <= 4096
+            inbound.messages.removeAll(keepingCapacity: keep)
+            inbound.reliable.removeAll(keepingCapacity: keep)
+            inbound.head = 0
+        }
+        guard reliable else { return (message, false) }
+        inbound.consumed += message.count
+        let wake = !inbound.consumeKickScheduled
+        inbound.consumeKickScheduled = true
+        return (message, wake)
     }
 
     /// Bytes the application took since the last call (loop side).

@@ -14,8 +14,15 @@ public final class PeerConnection: Sendable {
     /// The peer's streams, in the order it opened them. Ends when the connection closes.
     public let incomingStreams: AsyncStream<PeerStream>
 
-    init(peer: ConnectedPeer, remoteAddress: SocketAddress, driver: ConnectionDriver, streams: AsyncStream<PeerStream>)
-    {
+    /// The largest unreliable message sent as a single UDP datagram, or nil when the connection has no
+    /// datagram path (plaintext, or the peer announced none); see ``sendUnreliable(_:)``.
+    public let datagramPayloadLimit: Int?
+
+    init(
+        peer: ConnectedPeer, remoteAddress: SocketAddress, driver: ConnectionDriver, streams: AsyncStream<PeerStream>,
+        datagramPayloadLimit: Int?
+    ) {
+        self.datagramPayloadLimit = datagramPayloadLimit
         self.peer = peer
         self.remoteAddress = remoteAddress
         self.driver = driver
@@ -51,10 +58,19 @@ public final class PeerConnection: Sendable {
                                     code: .socket(call: error.call, errno: error.errno),
                                     reason: "could not connect to \(address): \(error)"))
                         case .success(let socket):
+                            // Unreliable messages get a UDP endpoint of their own on the same local address.
+                            let endpoint =
+                                configuration.encryption.allowsEncryption
+                                ? try? DatagramEndpoint(
+                                    bindingTo: SocketAddress(socket.localAddress.address, port: 0), loop: loop)
+                                : nil
                             let core = ConnectionCore(
                                 role: .dialer, configuration: configuration, expectedPeer: expecting,
-                                now: loop.clock.now(), makeTLS: contexts.makeRecordLayer(expecting: expecting))
-                            let driver = ConnectionDriver(loop: loop, core: core, socket: socket)
+                                now: loop.clock.now(), datagramPort: endpoint?.localAddress.port,
+                                makeTLS: contexts.makeRecordLayer(expecting: expecting))
+                            let driver = ConnectionDriver(
+                                loop: loop, core: core, socket: socket, datagramEndpoint: endpoint,
+                                ownsDatagramEndpoint: true)
                             let connection = PeerConnection.pending(driver: driver, remote: address)
                             driver.onSetup = { result in
                                 continuation.resume(with: result.map(connection).mapError { $0 })
@@ -77,7 +93,11 @@ public final class PeerConnection: Sendable {
     static func pending(driver: ConnectionDriver, remote: SocketAddress) -> (ConnectedPeer) -> PeerConnection {
         let (streams, continuation) = AsyncStream<PeerStream>.makeStream()
         driver.incomingStreams = continuation
-        return { peer in PeerConnection(peer: peer, remoteAddress: remote, driver: driver, streams: streams) }
+        return { peer in
+            PeerConnection(
+                peer: peer, remoteAddress: remote, driver: driver, streams: streams,
+                datagramPayloadLimit: driver.datagramPayloadLimit)
+        }
     }
 
     /// Sends a message reliably and in order (Apple's `.reliable` mode).
@@ -93,6 +113,29 @@ public final class PeerConnection: Sendable {
             driver.loop.execute { driver.service() }
         }
     }
+
+    /// Sends a message that may be lost (Apple's `.unreliable` mode): one AES-GCM-protected UDP datagram,
+    /// never retransmitted, never waiting for flow control; it arrives in ``messages`` like any other, or not
+    /// at all, and may overtake or be overtaken by reliable messages.
+    ///
+    /// A message larger than ``datagramPayloadLimit`` (1,216 bytes over IPv4, 1,196 over IPv6, to stay below
+    /// the smallest IPv6 path MTU) is not split into datagrams, where losing one piece would lose it all: it
+    /// is sent reliably with ``send(_:)`` instead, and so is every message on a connection without a datagram
+    /// path (plaintext, or a peer that announced none).
+    /// - Parameter message: The message.
+    /// - Throws: ``ConnectionError`` if the connection is closed.
+    public func sendUnreliable(_ message: [UInt8]) async throws(ConnectionError) {
+        guard let limit = datagramPayloadLimit, message.count <= limit else {
+            try await send(message)
+            return
+        }
+        if let closed = driver.shared.closedError { throw closed }
+        let driver = driver
+        driver.loop.execute { driver.sendDatagram(message) }
+    }
+
+    /// Datagrams received but dropped because the application read messages too slowly.
+    public var droppedDatagrams: Int { driver.shared.droppedDatagrams }
 
     /// The messages the peer sends, in order. Ends when the connection closes (see ``closed()`` for why).
     public var messages: Messages { Messages(driver: driver) }

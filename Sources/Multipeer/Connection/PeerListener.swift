@@ -81,6 +81,11 @@ final class ListenerState: @unchecked Sendable {
     let failures: AsyncStream<ConnectionError>.Continuation
     let statistics = Mutex(PeerListener.Statistics())
     private var listener: TCPListener?
+    /// The UDP endpoint every accepted connection's unreliable messages share.
+    private var datagramEndpoint: DatagramEndpoint?
+    /// Established connections still open; the datagram endpoint outlives the listener until they end.
+    private var openConnections = 0
+    private var closed = false
     private var pending: Set<ObjectIdentifier> = []
     private var handshakes: [ObjectIdentifier: ConnectionDriver] = [:]
 
@@ -99,7 +104,11 @@ final class ListenerState: @unchecked Sendable {
         let listener = try TCPListener(loop: loop, address: address, backlog: 512)
         self.listener = listener
         listener.setAcceptHandler { [self] socket in accept(socket) }
-        return try listener.localAddress()
+        let local = try listener.localAddress()
+        if configuration.encryption.allowsEncryption {
+            datagramEndpoint = try? DatagramEndpoint(bindingTo: SocketAddress(local.address, port: 0), loop: loop)
+        }
+        return local
     }
 
     private func accept(_ socket: TCPConnection) {
@@ -112,8 +121,8 @@ final class ListenerState: @unchecked Sendable {
         }
         let core = ConnectionCore(
             role: .acceptor, configuration: configuration, expectedPeer: nil, now: loop.clock.now(),
-            makeTLS: contexts.makeRecordLayer(expecting: nil))
-        let driver = ConnectionDriver(loop: loop, core: core, socket: socket)
+            datagramPort: datagramEndpoint?.localAddress.port, makeTLS: contexts.makeRecordLayer(expecting: nil))
+        let driver = ConnectionDriver(loop: loop, core: core, socket: socket, datagramEndpoint: datagramEndpoint)
         let key = ObjectIdentifier(driver)
         handshakes[key] = driver
         statistics.withLock { $0.pending = handshakes.count }
@@ -129,6 +138,14 @@ final class ListenerState: @unchecked Sendable {
             }
             switch result {
             case .success(let peer):
+                openConnections += 1
+                driver.onEnd = { [self] _ in
+                    openConnections -= 1
+                    if closed && openConnections == 0 {
+                        datagramEndpoint?.close()
+                        datagramEndpoint = nil
+                    }
+                }
                 connections.yield(makeConnection(peer))
             case .failure(let error):
                 failures.yield(error)
@@ -140,6 +157,11 @@ final class ListenerState: @unchecked Sendable {
     func close() {
         listener?.close()
         listener = nil
+        closed = true
+        if openConnections == 0 {
+            datagramEndpoint?.close()
+            datagramEndpoint = nil
+        }
         for driver in handshakes.values { driver.abort() }
         handshakes = [:]
         connections.finish()

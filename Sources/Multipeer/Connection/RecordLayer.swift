@@ -20,8 +20,9 @@ protocol RecordLayer: AnyObject {
     func closeOutput()
     /// The fingerprint the peer proved in the handshake, or nil for plaintext.
     var authenticatedPeer: PeerFingerprint? { get }
-    /// 32 bytes unique to this connection for the group-secret proof, or nil if the layer has none.
-    func groupBinding() throws(ConnectionError) -> [UInt8]?
+    /// Keying material exported from the session for `label` (RFC 8446 section 7.5, empty context), or nil
+    /// if the layer has no keys (plaintext).
+    func exportKeyingMaterial(label: String, length: Int) throws(ConnectionError) -> [UInt8]?
     /// A description of the protection, such as "TLSv1.3 TLS_AES_128_GCM_SHA256" or "plaintext".
     var protectionDescription: String { get }
 }
@@ -78,7 +79,7 @@ final class PlaintextRecordLayer: RecordLayer {
 
     var authenticatedPeer: PeerFingerprint? { nil }
 
-    func groupBinding() throws(ConnectionError) -> [UInt8]? { nil }
+    func exportKeyingMaterial(label: String, length: Int) throws(ConnectionError) -> [UInt8]? { nil }
 
     var protectionDescription: String { "plaintext" }
 }

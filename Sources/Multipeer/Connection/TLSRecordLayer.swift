@@ -76,8 +76,8 @@ final class TLSRecordLayer: RecordLayer {
 
     var authenticatedPeer: PeerFingerprint? { session.peerFingerprint }
 
-    func groupBinding() throws(ConnectionError) -> [UInt8]? {
-        try session.exportKeyingMaterial(label: GroupSecret.exporterLabel, context: [], length: 32)
+    func exportKeyingMaterial(label: String, length: Int) throws(ConnectionError) -> [UInt8]? {
+        try session.exportKeyingMaterial(label: label, context: [], length: length)
     }
 
     var protectionDescription: String { "\(session.negotiatedProtocol) \(session.negotiatedCipherSuite)" }

@@ -92,6 +92,10 @@ extension Frame {
         /// otherwise at most ``FrameLimits/maximumGroupProofLength`` bytes. Encoded after the fingerprint only
         /// when not empty, so a hello without it has the minor-0 layout.
         public var groupProof: [UInt8]
+        /// The UDP port of the sender's datagram endpoint for unreliable messages (see
+        /// ``Capabilities/unreliableDatagrams``), or nil. Encoded after the group proof (whose length byte is
+        /// then present even when the proof is empty).
+        public var datagramPort: UInt16?
 
         /// Creates a hello; versions default to this implementation's.
         /// - Parameters:
@@ -101,9 +105,11 @@ extension Frame {
         ///   - displayName: The sender's display name.
         ///   - fingerprint: The sender's identity fingerprint, or empty.
         ///   - groupProof: The sender's group-secret proof, or empty.
+        ///   - datagramPort: The sender's datagram UDP port, or nil.
         public init(
             majorVersion: UInt8 = Frame.protocolMajorVersion, minorVersion: UInt8 = Frame.protocolMinorVersion,
-            capabilities: Capabilities = [], displayName: String, fingerprint: [UInt8] = [], groupProof: [UInt8] = []
+            capabilities: Capabilities = [], displayName: String, fingerprint: [UInt8] = [], groupProof: [UInt8] = [],
+            datagramPort: UInt16? = nil
         ) {
             self.majorVersion = majorVersion
             self.minorVersion = minorVersion
@@ -111,6 +117,7 @@ extension Frame {
             self.displayName = displayName
             self.fingerprint = fingerprint
             self.groupProof = groupProof
+            self.datagramPort = datagramPort
         }
     }
 

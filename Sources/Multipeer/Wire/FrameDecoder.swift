@@ -141,12 +141,16 @@ private struct PayloadReader {
                 }
                 groupProof = try readBytes(proofLength)
             }
+            var datagramPort: UInt16?
+            if end - offset >= 2 {
+                datagramPort = UInt16(try readUInt8()) << 8 | UInt16(try readUInt8())
+            }
             // Later minor versions may append fields; a major-1 peer ignores them.
             offset = end
             frame = .hello(
                 Frame.Hello(
                     majorVersion: major, minorVersion: minor, capabilities: capabilities, displayName: name,
-                    fingerprint: fingerprint, groupProof: groupProof))
+                    fingerprint: fingerprint, groupProof: groupProof, datagramPort: datagramPort))
         case .ping:
             frame = .ping(token: try readUInt64())
         case .pong:

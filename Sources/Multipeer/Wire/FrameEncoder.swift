@@ -72,10 +72,14 @@ public struct FrameEncoder: Sendable {
             bytes.append(contentsOf: name)
             bytes.append(UInt8(hello.fingerprint.count))
             bytes.append(contentsOf: hello.fingerprint)
-            if !hello.groupProof.isEmpty {
+            if !hello.groupProof.isEmpty || hello.datagramPort != nil {
                 try check(.hello, "group proof", hello.groupProof.count, limit: limits.maximumGroupProofLength)
                 bytes.append(UInt8(hello.groupProof.count))
                 bytes.append(contentsOf: hello.groupProof)
+            }
+            if let port = hello.datagramPort {
+                bytes.append(UInt8(port >> 8))
+                bytes.append(UInt8(port & 0xFF))
             }
         case .ping(let token), .pong(let token):
             bytes.appendBigEndian(token)
