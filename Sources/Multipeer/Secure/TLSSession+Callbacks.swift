@@ -1,0 +1,94 @@
+internal import COpenSSL
+
+/// The verify callback's verdict on the peer's certificate.
+enum PeerVerification {
+    /// The certificate passed every check. The certificate is retained, so its pointer identifies it
+    /// while OpenSSL calls the callback again for the same chain.
+    case accepted(certificate: X509Certificate, fingerprint: PeerFingerprint)
+    /// The certificate failed a check; the handshake fails with this error.
+    case rejected(ConnectionError)
+}
+
+extension TLSSession {
+    // MARK: Certificate verification
+
+    /// The `SSL_CTX_set_verify` callback: finds the session of the `SSL` being verified and lets it judge
+    /// the peer's certificate. A C function pointer cannot capture, so the context's callback is a
+    /// non-capturing closure that calls this.
+    ///
+    /// `preverified` (OpenSSL's own chain verdict) is ignored on purpose: a self-signed certificate never
+    /// chains to a CA, and its validity period does not matter (see ``PeerIdentity/makeCertificate()``).
+    /// What makes a peer trusted is its key: ``verifyPeer(store:)`` decides. Returning 0 makes OpenSSL
+    /// abort the handshake at once and send a `bad_certificate` alert.
+    static func verifyCallback(preverified: Int32, store: OpaquePointer?) -> Int32 {
+        guard let store,
+            let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
+            let session = session(of: OpaquePointer(ssl))
+        else { return 0 }
+        guard session.verifyPeer(store: store) else {
+            X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED)
+            return 0
+        }
+        return 1
+    }
+
+    /// Checks the certificate chain the peer sent: exactly one certificate, self-signed with an Ed25519 key,
+    /// whose key is ``expectedPeer`` if one is expected. Records the verdict in ``verification``.
+    ///
+    /// OpenSSL may call the callback several times for one chain (once per problem it finds, and once at
+    /// the end); the checks run once and the verdict is reused.
+    func verifyPeer(store: OpaquePointer) -> Bool {
+        guard let leaf = X509_STORE_CTX_get0_cert(store) else {
+            return reject(.tlsHandshakeFailed("OpenSSL verified no certificate", alerts: TLSAlerts()))
+        }
+        switch verification {
+        case .accepted(let certificate, _) where certificate.pointer == leaf: return true
+        case .rejected: return false
+        default: break
+        }
+        let count = multipeer_sk_x509_num(X509_STORE_CTX_get0_untrusted(store))
+        guard count == 1 else {
+            return reject(
+                .tlsHandshakeFailed(
+                    "the peer presented \(count) certificates; a peer presents exactly one, self-signed",
+                    alerts: TLSAlerts()))
+        }
+        guard let certificate = X509Certificate.sharing(leaf) else {
+            return reject(.tlsHandshakeFailed("taking a reference to the peer's certificate", alerts: TLSAlerts()))
+        }
+        let fingerprint: PeerFingerprint
+        do {
+            fingerprint = try PeerIdentity.fingerprint(of: certificate)
+        } catch {
+            if let expectedPeer {
+                return reject(.tlsIdentityMismatch(expected: expectedPeer, actual: nil, detail: " (\(error.reason))"))
+            }
+            return reject(
+                .tlsHandshakeFailed("the peer's certificate is unusable: \(error.reason)", alerts: TLSAlerts()))
+        }
+        if let expectedPeer, fingerprint != expectedPeer {
+            return reject(.tlsIdentityMismatch(expected: expectedPeer, actual: fingerprint))
+        }
+        verification = .accepted(certificate: certificate, fingerprint: fingerprint)
+        return true
+    }
+
+    /// Records `error` as the verdict and returns false.
+    private func reject(_ error: ConnectionError) -> Bool {
+        verification = .rejected(error)
+        return false
+    }
+
+    // MARK: Alerts
+
+    /// The `SSL_CTX_set_info_callback` callback: records every alert sent or received in the session's
+    /// ``alerts``, so a failure can name it. Other notifications (handshake progress) are ignored.
+    static func infoCallback(ssl: OpaquePointer?, location: Int32, value: Int32) {
+        guard location & SSL_CB_ALERT != 0, let ssl, let session = session(of: ssl) else { return }
+        if location & SSL_CB_READ != 0 {
+            session.alerts.received = value
+        } else {
+            session.alerts.sent = value
+        }
+    }
+}
