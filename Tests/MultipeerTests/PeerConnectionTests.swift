@@ -113,11 +113,19 @@ struct PeerConnectionTests {
         let large = [UInt8](repeating: 0xAB, count: 5000)
         for message in small { try await dialer.sendUnreliable(message) }
         try await dialer.sendUnreliable(large)
-        // Loopback does not lose datagrams at this rate; order between the two paths is not promised.
+        // Loopback rarely loses a datagram, but may when the receive buffer overflows: wait for the reliable
+        // one, then check that whatever datagrams arrived are intact ones that were sent.
+        try await dialer.send([0xFF, 0xFF])
         var received: [[UInt8]] = []
         var messages = acceptor.messages.makeAsyncIterator()
-        while received.count < small.count + 1, let message = await messages.next() { received.append(message) }
-        #expect(Set(received) == Set(small + [large]))
+        var reliableSeen = 0
+        while reliableSeen < 2, let message = await messages.next() {
+            if message == large || message == [0xFF, 0xFF] { reliableSeen += 1 } else { received.append(message) }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        while acceptor.driver.shared.unreadBytes > 0, let message = await messages.next() { received.append(message) }
+        #expect(Set(received).isSubset(of: Set(small)))
+        #expect(received.count >= small.count * 9 / 10, "\(received.count) of \(small.count) datagrams arrived")
         try await acceptor.sendUnreliable([1, 2, 3])
         var back = dialer.messages.makeAsyncIterator()
         #expect(await back.next() == [1, 2, 3])
@@ -152,13 +160,7 @@ struct PeerConnectionTests {
         try await Task.sleep(for: .milliseconds(100))
         // 500 KB sent, nobody read: at most the 64 KiB limit (+ one datagram) is held, the rest counted as dropped.
         #expect(acceptor.droppedDatagrams > 0)
-        var held = 0
-        var messages = acceptor.messages.makeAsyncIterator()
-        while held + acceptor.droppedDatagrams < 500 {
-            guard await messages.next() != nil else { break }
-            held += 1
-        }
-        #expect(held * datagram.count <= 64 * 1024 + datagram.count)
+        #expect(acceptor.driver.shared.unreadBytes <= 64 * 1024 + datagram.count)
         await dialer.close()
     }
 

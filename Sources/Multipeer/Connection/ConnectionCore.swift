@@ -806,7 +806,13 @@ final class ConnectionCore {
 
     /// Whether `channel` can take another queued item right now.
     func canQueue(channel: UInt32) -> Bool {
-        phase == .established && !scheduler.isQueueFull(channel: channel == 0 ? defaultMessageChannel : channel)
+        queueRoom(channel: channel) > 0
+    }
+
+    /// How many more items `channel` (0: the default message channel) can take right now.
+    func queueRoom(channel: UInt32) -> Int {
+        guard phase == .established else { return 0 }
+        return scheduler.queueRoom(channel: channel == 0 ? defaultMessageChannel : channel)
     }
 
     /// Half-closes `channel`: the peer sees the end after everything queued.

@@ -120,7 +120,7 @@ final class ConnectionDriver: @unchecked Sendable {
         guard core.phase == .established else { return false }
         var moved = false
         while core.queuedBytes < core.configuration.sendBufferLimit && core.canQueue(channel: 0) {
-            let batch = shared.takeOutbound(upTo: 64)
+            let batch = shared.takeOutbound(upTo: core.queueRoom(channel: 0))
             if batch.isEmpty { break }
             var bytes = 0
             for message in batch {

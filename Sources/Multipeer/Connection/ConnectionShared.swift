@@ -158,6 +158,9 @@ final class ConnectionShared: Sendable {
         reader?.resume(returning: message)
     }
 
+    /// Bytes of delivered messages the application has not taken yet.
+    var unreadBytes: Int { state.withLock { $0.inbound.bytes } }
+
     /// Datagrams dropped because the application did not read fast enough.
     var droppedDatagrams: Int { state.withLock { $0.inbound.droppedDatagrams } }
 

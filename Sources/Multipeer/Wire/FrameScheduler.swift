@@ -101,7 +101,13 @@ public struct FrameScheduler: Sendable {
     /// Whether `channel` already holds ``Limits/maximumQueuedItemsPerChannel`` items.
     /// - Parameter channel: The channel.
     public func isQueueFull(channel: UInt32) -> Bool {
-        (queues[channel]?.count ?? 0) >= limits.maximumQueuedItemsPerChannel
+        queueRoom(channel: channel) == 0
+    }
+
+    /// How many more items `channel` can take before ``Limits/maximumQueuedItemsPerChannel``.
+    /// - Parameter channel: The channel.
+    public func queueRoom(channel: UInt32) -> Int {
+        max(0, limits.maximumQueuedItemsPerChannel - (queues[channel]?.count ?? 0))
     }
 
     /// Queues a control frame, sent before any data.
