@@ -6,7 +6,8 @@ import NetLab
 #endif
 
 // multipeer-bench: discovery latency, scale, idle CPU and memory of ours against python-zeroconf, measured in the
-// same run inside a throw-away network-namespace lab. See docs/BENCHMARKS.md.
+// same run inside a throw-away network-namespace lab; `baseline`: loopback TCP baselines (Baseline*.swift) for the
+// connection benchmarks. See docs/BENCHMARKS.md.
 
 func machineDescription() -> String {
     var names = utsname()
@@ -54,6 +55,7 @@ func runDiscovery(_ options: BenchmarkOptions) throws {
 
 do {
     let options = try BenchmarkOptions(arguments: Array(CommandLine.arguments.dropFirst()))
+    if options.suite == "baseline" { exit(runBaselines(options) ? 0 : 1) }
     try runDiscovery(options)
     exit(0)
 } catch {

@@ -57,6 +57,10 @@ public final class EventLoop: @unchecked Sendable {
     /// Maximum readiness events taken from the kernel per `epoll_wait`; more stay pending for the next call.
     private static let maximumEventsPerWait = 64
 
+    /// Size of the loop's shared stream read buffer (see `withReadBuffer(_:)`): large enough for line-rate loopback
+    /// reads, small enough to hand data over promptly.
+    static let readBufferSize = 65_536
+
     /// The clock the loop's timers read.
     public let clock: any IOClock
     let name: String
@@ -84,6 +88,10 @@ public final class EventLoop: @unchecked Sendable {
     private var nextToken: UInt64 = 1
     private var timers = TimerQueue()
     private var nextTimerID: UInt64 = 1
+    /// One read buffer for every stream socket of the loop, allocated on first use: an idle connection then holds
+    /// no buffer of its own. Freed in `deinit`.
+    private var readBuffer: UnsafeMutableRawBufferPointer?
+    private var readBufferInUse = false
 
     /// Creates the loop and starts its thread.
     /// - Parameters:
@@ -133,6 +141,10 @@ public final class EventLoop: @unchecked Sendable {
         if let manual = clock as? ManualClock {
             manual.addObserver(ObjectIdentifier(self)) { [weak self] in self?.wake() }
         }
+    }
+
+    deinit {
+        readBuffer?.deallocate()
     }
 
     /// `true` when called on this loop's thread.
@@ -229,6 +241,28 @@ public final class EventLoop: @unchecked Sendable {
     func deregister(_ token: UInt64) {
         precondition(inEventLoop)
         registrations[token] = nil
+    }
+
+    /// Lends the loop's shared read buffer (`readBufferSize` bytes) to `body`. Loop thread only.
+    ///
+    /// The buffer is scratch space between one `read` and the copy of its bytes: `body` must not keep the pointer,
+    /// and must copy what it read before calling out to anything that could re-enter (a precondition catches
+    /// nested use).
+    /// - Parameter body: Reads into the buffer and copies the bytes out.
+    /// - Returns: What `body` returned.
+    func withReadBuffer<T>(_ body: (UnsafeMutableRawBufferPointer) throws -> T) rethrows -> T {
+        precondition(inEventLoop, "EventLoop read buffer used off the loop thread")
+        precondition(!readBufferInUse, "EventLoop read buffer used re-entrantly")
+        let buffer: UnsafeMutableRawBufferPointer
+        if let readBuffer {
+            buffer = readBuffer
+        } else {
+            buffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+            readBuffer = buffer
+        }
+        readBufferInUse = true
+        defer { readBufferInUse = false }
+        return try body(buffer)
     }
 
     /// Moves `fd`'s epoll interest from `old` to `new`; `nil` means "not in the epoll set".

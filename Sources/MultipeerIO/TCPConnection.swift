@@ -12,8 +12,14 @@ public final class TCPConnection: @unchecked Sendable {
     // Safety of @unchecked Sendable: every mutable property is touched only on `loop`'s thread; each public method
     // checks `loop.inEventLoop`. The type is Sendable only so it can be handed back from `EventLoop.submit`.
 
-    /// Bytes requested per `read`: large enough for line-rate loopback, small enough to hand over promptly.
-    static let readChunkSize = 65_536
+    /// Bytes requested per `read`: the size of the loop's shared read buffer. A connection owns no read buffer;
+    /// it borrows the loop's for each `read` and hands `onData` a copy of exactly the bytes read, so an idle
+    /// connection costs no buffer memory.
+    static let readChunkSize = EventLoop.readBufferSize
+
+    /// Send-queue capacity (in queued chunks) kept after the queue drains; a larger queue's storage is released,
+    /// so a burst of many small writes does not leave an idle connection holding a large empty array.
+    static let retainedSendQueueCapacity = 16
 
     /// Reads per readiness event before yielding to other sockets and timers (the socket stays readable, so
     /// the rest is read on the next iteration): at most 1 MiB per connection per iteration.
@@ -42,7 +48,6 @@ public final class TCPConnection: @unchecked Sendable {
     private var lowWatermark = 0
     private var writabilityHandler: (() -> Void)?
     private var waitingForWritability = false
-    private var readBuffer: [UInt8]
 
     private var _remoteAddress: SocketAddress
     private var _localAddress: SocketAddress
@@ -61,7 +66,6 @@ public final class TCPConnection: @unchecked Sendable {
         self.state = state
         _remoteAddress = remote
         _localAddress = local
-        readBuffer = [UInt8](repeating: 0, count: Self.readChunkSize)
         token = loop.register(self)
     }
 
@@ -112,7 +116,8 @@ public final class TCPConnection: @unchecked Sendable {
 
     /// Sets the closures for received data and for the end of the connection, and starts reading.
     /// - Parameters:
-    ///   - onData: Called with each chunk of received bytes.
+    ///   - onData: Called with each chunk of received bytes (at most `readChunkSize`), as a fresh array the
+    ///     closure owns.
     ///   - onClose: Called once when the connection ends: `nil` for an orderly end (the peer closed its side and
     ///     our buffered bytes were sent), or the error that broke it. Not called for `close()` or loop shutdown.
     public func setHandlers(onData: @escaping ([UInt8]) -> Void, onClose: @escaping (SystemCallError?) -> Void) {
@@ -267,7 +272,11 @@ public final class TCPConnection: @unchecked Sendable {
             }
         }
         if sendQueueHead == sendQueue.count {
-            sendQueue.removeAll(keepingCapacity: true)
+            if sendQueue.capacity > Self.retainedSendQueueCapacity {
+                sendQueue = []
+            } else {
+                sendQueue.removeAll(keepingCapacity: true)
+            }
             sendQueueHead = 0
         } else if sendQueueHead > 64 && sendQueueHead * 2 > sendQueue.count {
             sendQueue.removeFirst(sendQueueHead)
@@ -298,9 +307,14 @@ public final class TCPConnection: @unchecked Sendable {
     private func readAvailable() {
         for _ in 0..<Self.maximumReadsPerWakeup {
             guard fd >= 0, !readingPaused, !peerClosed, let onData else { return }
-            let count = readBuffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            // Read and copy inside the loan, so the shared buffer is free again before `onData` runs.
+            let (count, bytes, code) = loop.withReadBuffer { buffer -> (Int, [UInt8], Int32) in
+                let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
+                guard count > 0 else { return (count, [], count < 0 ? Glibc.errno : 0) }
+                return (count, Array(UnsafeRawBufferPointer(rebasing: buffer[0..<count])), 0)
+            }
             if count > 0 {
-                onData(Array(readBuffer[0..<count]))
+                onData(bytes)
                 continue
             }
             if count == 0 {
@@ -312,7 +326,6 @@ public final class TCPConnection: @unchecked Sendable {
                 }
                 return
             }
-            let code = Glibc.errno
             if code == EINTR { continue }
             if !isWouldBlock(code) { fail(SystemCallError(call: "read", errno: code)) }
             return

@@ -13,6 +13,14 @@ final class Collector<Element: Sendable>: Sendable {
     func append(contentsOf elements: [Element]) { storage.withLock { $0.append(contentsOf: elements) } }
     var values: [Element] { storage.withLock { $0 } }
     var count: Int { storage.withLock { $0.count } }
+    /// Empties the list and returns what it held.
+    func removeAll() -> [Element] {
+        storage.withLock { elements in
+            let all = elements
+            elements = []
+            return all
+        }
+    }
 }
 
 /// Polls `condition` until it holds or `timeout` passes; the timeout is generous, the poll is fast.
@@ -132,4 +140,24 @@ func withNamespace(_ body: (NetworkNamespace, EventLoop) async throws -> Void) a
     let loop = try namespace.makeLoop()
     defer { loop.shutdown() }
     try await body(namespace, loop)
+}
+
+/// Bytes allocated by malloc and not freed, over every arena: `uordblks + hblkhd` of glibc's `mallinfo2()`.
+///
+/// `malloc.h` is not part of Swift's Glibc module, so `mallinfo2` is looked up with `dlsym`. It returns a
+/// 10 × `size_t` struct, which the x86-64 System V ABI returns through a hidden pointer passed as the first
+/// argument; calling it as `(UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?` with an 80-byte buffer is
+/// therefore exact there. Elsewhere (or with a libc without `mallinfo2`) this returns nil.
+func heapInUse() -> Int? {
+    #if arch(x86_64)
+        typealias Function = @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "mallinfo2") else { return nil }
+        let mallinfo2 = unsafeBitCast(symbol, to: Function.self)
+        var fields = [Int](repeating: 0, count: 10)
+        fields.withUnsafeMutableBytes { _ = mallinfo2($0.baseAddress!) }
+        // arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost
+        return fields[7] + fields[4]
+    #else
+        return nil
+    #endif
 }
