@@ -285,10 +285,13 @@ public final class EventLoop: @unchecked Sendable {
     // MARK: - Thread
 
     private func enqueue(_ work: @escaping @Sendable () -> Void) -> Bool {
-        shared.withLock { shared in
+        // Work queued by the loop thread itself runs before the loop waits again (the wait has no timeout while
+        // work is queued), so it needs no wake-up: no eventfd write, no system call.
+        let fromLoop = inEventLoop
+        return shared.withLock { shared in
             guard shared.state != .stopped else { return false }
             shared.tasks.append(work)
-            signalLocked(&shared)
+            if !fromLoop { signalLocked(&shared) }
             return true
         }
     }
@@ -380,5 +383,20 @@ public final class EventLoop: @unchecked Sendable {
         let nanoseconds = deadline.nanoseconds - now.nanoseconds
         let milliseconds = (nanoseconds + 999_999) / 1_000_000
         return Int32(clamping: milliseconds)
+    }
+}
+
+/// An event loop runs Swift tasks too: a task started with `Task(executorPreference: loop)` (or inside
+/// `withTaskExecutorPreference(loop)`) runs its jobs on the loop thread, between I/O events. Code that reacts
+/// to a connection's messages then runs where the connection lives: a message delivered by the loop resumes
+/// the task without waking another thread, and what the task sends is written in the same loop iteration.
+/// Such tasks must not block (no blocking system calls, no long computations), or every socket on the loop
+/// waits. Jobs enqueued after `shutdown()` never run.
+extension EventLoop: TaskExecutor {
+    /// Runs `job` on the loop thread after the work already queued.
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        _ = enqueue { job.runSynchronously(on: executor) }
     }
 }

@@ -142,3 +142,47 @@ import Testing
         }
     }
 }
+
+@Suite struct EventLoopTaskExecutorTests {
+    @Test func tasksPreferringTheLoopRunOnItsThreadAcrossSuspensions() async throws {
+        let loop = try EventLoop(name: "executor-test")
+        defer { loop.shutdown() }
+        let results = await Task(executorPreference: loop) { () -> [Bool] in
+            var onLoop = [loop.inEventLoop]
+            for _ in 0..<100 {
+                await Task.yield()
+                onLoop.append(loop.inEventLoop)
+            }
+            // A continuation resumed from the loop thread comes back on the loop thread.
+            let fromLoop = await withCheckedContinuation { continuation in
+                loop.execute { continuation.resume(returning: loop.inEventLoop) }
+            }
+            onLoop.append(fromLoop && loop.inEventLoop)
+            return onLoop
+        }.value
+        #expect(results.count == 102)
+        #expect(results.allSatisfy { $0 })
+    }
+
+    @Test func workQueuedFromTheLoopThreadRunsWithoutAWakeUp() async throws {
+        let loop = try EventLoop(name: "executor-test")
+        defer { loop.shutdown() }
+        // 10,000 hops queued by the loop itself: each runs on a later iteration, none is lost.
+        let count = try await loop.submit { () -> Int in 0 }
+        #expect(count == 0)
+        let hops = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+            final class Counter: @unchecked Sendable { var value = 0 }
+            let counter = Counter()
+            @Sendable func hop() {
+                counter.value += 1
+                if counter.value == 10_000 {
+                    continuation.resume(returning: counter.value)
+                } else {
+                    loop.execute(hop)
+                }
+            }
+            loop.execute(hop)
+        }
+        #expect(hops == 10_000)
+    }
+}

@@ -1,5 +1,6 @@
-@testable import Multipeer
 import Testing
+
+@testable import Multipeer
 
 /// The vectors quoted in docs/PROTOCOL.md section 3, computed independently (Python's hmac and hashlib for
 /// the group proof and the plaintext binding).

@@ -278,7 +278,7 @@ final class ConnectionCore {
         }
         while phase != .closed && !finished {
             plaintextScratch.removeAll(keepingCapacity: true)
-            let closeNotify = try record.open(into: &plaintextScratch, maximum: 262_144)
+            let closeNotify = try record.open(into: &plaintextScratch, maximum: 98_304)
             if !plaintextScratch.isEmpty {
                 decoder.append(plaintextScratch)
                 while phase != .closed && !finished {

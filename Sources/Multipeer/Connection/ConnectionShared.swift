@@ -22,6 +22,8 @@ final class ConnectionShared: Sendable {
         var bytes = 0
         /// Datagrams dropped because the application was too far behind.
         var droppedDatagrams = 0
+        /// Consumed bytes reported to the loop at once: 64 KiB, or a quarter of the receive buffer limit if less.
+        var reportBatch = 65_536
         var head = 0
         var reader: CheckedContinuation<[UInt8]?, Never>?
         var consumed = 0
@@ -39,8 +41,9 @@ final class ConnectionShared: Sendable {
     /// The most unsent bytes `send` queues before it suspends.
     let sendBufferLimit: Int
 
-    init(sendBufferLimit: Int) {
+    init(sendBufferLimit: Int, receiveBufferLimit: Int) {
         self.sendBufferLimit = sendBufferLimit
+        state.withLock { $0.inbound.reportBatch = max(1, min(65_536, receiveBufferLimit / 4)) }
     }
 
     // MARK: Outbound (application side)
@@ -195,13 +198,21 @@ final class ConnectionShared: Sendable {
             let shouldWake = state.withLock { state in
                 state.inbound.consumed += state.inbound.handedOver
                 state.inbound.handedOver = 0
-                guard state.inbound.consumed > 0, !state.inbound.consumeKickScheduled else { return false }
-                state.inbound.consumeKickScheduled = true
-                return true
+                return Self.shouldReportConsumed(&state.inbound)
             }
             if shouldWake { wake() }
             return message
         }
+    }
+
+    /// Reads taken since the last report are told to the loop in batches of ``consumedReportBatch`` bytes: the
+    /// loop only needs them to release credit it held back, which starts at ``ConnectionConfiguration/
+    /// receiveBufferLimit`` unread bytes, well above one batch. Waking the loop for every message would cost a
+    /// thread wake-up per message.
+    private static func shouldReportConsumed(_ inbound: inout Inbound) -> Bool {
+        guard inbound.consumed >= inbound.reportBatch, !inbound.consumeKickScheduled else { return false }
+        inbound.consumeKickScheduled = true
+        return true
     }
 
     /// Takes the first queued message; returns it and whether the loop must be woken to return credit.
@@ -220,9 +231,7 @@ final class ConnectionShared: Sendable {
         }
         guard reliable else { return (message, false) }
         inbound.consumed += message.count
-        let wake = !inbound.consumeKickScheduled
-        inbound.consumeKickScheduled = true
-        return (message, wake)
+        return (message, shouldReportConsumed(&inbound))
     }
 
     /// Bytes the application took since the last call (loop side).

@@ -22,7 +22,9 @@ public enum HandshakeFuzzHarness {
         }
     }
 
-    private static func run(role: ConnectionCore.Role, configuration: ConnectionConfiguration, chunks: [ArraySlice<UInt8>]) {
+    private static func run(
+        role: ConnectionCore.Role, configuration: ConnectionConfiguration, chunks: [ArraySlice<UInt8>]
+    ) {
         var now = IOInstant(nanoseconds: 1_000_000_000)
         let core = ConnectionCore(
             role: role, configuration: configuration, expectedPeer: nil, now: now,
