@@ -1,12 +1,17 @@
 import MulticastDNS
+import Multipeer
+import MultipeerIO
 
-/// `multipeer demo`: the whole discovery lifecycle on this machine's loopback interface, in a few seconds.
+/// `multipeer demo`: discovery and a secure connection on this machine's loopback interface, in a few seconds.
 ///
-/// Two peers advertise, a browser finds both with their TXT records, one peer changes its TXT record, the
-/// other stops with a goodbye, and the browser reports each step with its timing. Nothing leaves the host.
+/// Two peers advertise (Alice also listens for connections and puts her identity's fingerprint in her TXT
+/// record); a browser, Carol, finds both, connects to Alice over TLS 1.3 expecting that fingerprint, exchanges
+/// messages, measures the round trip and closes gracefully; then Alice changes her TXT record and Bob stops
+/// with a goodbye. Every step is printed with its timing. Nothing leaves the host.
 struct DemoCommand {
     static let usage = "multipeer demo [--service SERVICE]"
-    static let summary = "advertise two peers and browse for them over loopback, showing found/updated/lost"
+    static let summary =
+        "discover two peers over loopback (found/updated/lost) and connect to one over TLS 1.3"
 
     var serviceType: ServiceType
 
@@ -21,10 +26,9 @@ struct DemoCommand {
         configuration.interfaces = .loopbackOnly
         let clock = ContinuousClock()
         let start = clock.now
-        func stamp() -> String {
-            let ms =
-                (clock.now - start).components.attoseconds / 1_000_000_000_000_000 + (clock.now - start).components
-                .seconds * 1000
+        let stamp: @Sendable () -> String = {
+            let elapsed = clock.now - start
+            let ms = elapsed.components.attoseconds / 1_000_000_000_000_000 + elapsed.components.seconds * 1000
             let text = String(ms)
             return String(repeating: " ", count: max(0, 6 - text.count)) + text + " ms  "
         }
@@ -34,8 +38,17 @@ struct DemoCommand {
         Output.line(stamp() + "browsing for \(serviceType)")
         let aliceStack = try await MulticastDNSStack(configuration: configuration)
         let bobStack = try await MulticastDNSStack(configuration: configuration)
+        let loop = try EventLoop(name: "demo")
+        defer { loop.shutdown() }
+        let aliceIdentity = try PeerIdentity.generate(displayName: "Alice")
+        let aliceListener = try await PeerListener(
+            configuration: ConnectionConfiguration(identity: aliceIdentity),
+            address: SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: 0), loop: loop)
+        let aliceEcho = Task { await Self.echo(aliceListener, stamp: stamp) }
         let alice = try await aliceStack.advertise(
-            serviceType, name: "Alice", port: 7001, txt: try TXTRecord(["status": "online"] as KeyValuePairs))
+            serviceType, name: "Alice", port: aliceListener.localAddress.port,
+            txt: try TXTRecord(
+                ["status": "online", "fp": aliceIdentity.fingerprint.description] as KeyValuePairs))
         let bob = try await bobStack.advertise(
             serviceType, name: "Bob", port: 7002, txt: try TXTRecord(["status": "online"] as KeyValuePairs))
         Output.line(
@@ -45,15 +58,20 @@ struct DemoCommand {
         var found = Set<String>()
         var step = 0
         var bobStopped: Task<Void, Never>?
+        var aliceFound: DiscoveredService?
         while let event = await events.next() {
             Output.line(stamp() + Output.text(event))
             switch event {
             case .found(let service):
                 found.insert(service.name)
+                if service.name == "Alice" { aliceFound = service }
                 if found == ["Alice", "Bob"] && step == 0 {
+                    try await Self.connect(to: aliceFound!, loop: loop, stamp: stamp)
                     step = 1
                     Output.line(stamp() + "Alice updates her TXT record")
-                    alice.updateTXT(try TXTRecord(["status": "busy"] as KeyValuePairs))
+                    alice.updateTXT(
+                        try TXTRecord(
+                            ["status": "busy", "fp": aliceIdentity.fingerprint.description] as KeyValuePairs))
                 }
             case .updated(let service) where service.name == "Alice" && step == 1:
                 step = 2
@@ -67,10 +85,55 @@ struct DemoCommand {
             if step == 3 { break }
         }
         browser.stop()
+        aliceListener.close()
+        await aliceEcho.value
         await bobStopped?.value
         await alice.stop()
         for stack in [aliceStack, bobStack, browserStack] { await stack.shutdown() }
         Output.line(stamp() + "done")
         return step == 3 ? 0 : 1
     }
+
+    /// Carol's side: connect to a discovered Alice, expecting the fingerprint her TXT record names.
+    static func connect(to service: DiscoveredService, loop: EventLoop, stamp: () -> String) async throws {
+        guard let text = service.txt.entries.first(where: { $0.key == "fp" })?.value,
+            let fingerprint = PeerFingerprint(String(decoding: text, as: UTF8.self)),
+            let address = service.addresses.first(where: { if case .v4 = $0.address { true } else { false } })
+        else {
+            throw DemoError("Alice's advertisement has no usable fingerprint or IPv4 address")
+        }
+        let destination = SocketAddress(address.address, port: service.port)
+        Output.line(stamp() + "Carol connects to Alice at \(destination), expecting the fingerprint in her TXT record")
+        let carol = try PeerIdentity.generate(displayName: "Carol")
+        let connection = try await PeerConnection.connect(
+            to: destination, expecting: fingerprint, configuration: ConnectionConfiguration(identity: carol),
+            loop: loop)
+        let code = VerificationCode.between(carol.fingerprint, connection.peer.fingerprint)
+        Output.line(stamp() + "connected: \(connection.peer); verification code \(code)")
+        try await connection.send(Array("hello from Carol".utf8))
+        var replies = connection.messages.makeAsyncIterator()
+        if let reply = await replies.next() {
+            Output.line(stamp() + "Carol received: \(String(decoding: reply, as: UTF8.self))")
+        }
+        let roundTrip = try await connection.ping()
+        Output.line(stamp() + "ping round trip: \(roundTrip.formatted(.units(allowed: [.microseconds])))")
+        let end = await connection.close(reason: "demo finished")
+        Output.line(stamp() + "Carol closed the connection: \(end.code)")
+    }
+
+    /// Alice's side: answer every message, and say how each connection ended.
+    static func echo(_ listener: PeerListener, stamp: @escaping @Sendable () -> String) async {
+        for await connection in listener.connections {
+            for await message in connection.messages {
+                try? await connection.send(Array("hello Carol, Alice here (you said: ".utf8) + message + [0x29])
+            }
+            Output.line(stamp() + "Alice saw the connection end: \(await connection.closed().code)")
+        }
+    }
+}
+
+/// A demo step that could not run.
+struct DemoError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
