@@ -251,14 +251,23 @@ struct PeerConnectionTests {
         #expect(ConnectionConfiguration(identity: TestPeers.ada).silenceTimeout <= .seconds(6))
     }
 
-    @Test func aFloodOfConnectionAttemptsIsBoundedAndAnsweredBusy() async throws {
+    @Test func aFloodOfThousandsOfConnectionAttemptsIsBoundedAndAnsweredBusy() async throws {
         var configuration = TestPeers.configuration(TestPeers.bob, .required)
         configuration.maximumPendingHandshakes = 16
         configuration.handshakeTimeout = .seconds(3)
         let peers = try await LoopbackPeers(configuration)
         defer { peers.shutdown() }
         let port = peers.listener.localAddress.port
-        let clients = try (0..<300).map { _ in try RawClient(port: port) }
+        // Thousands of attempts: both ends of each are descriptors in this process.
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < 5000 {
+            limit.rlim_cur = min(5000, limit.rlim_max)
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        let attempts = min(2000, (Int(limit.rlim_cur) - 500) / 2)
+        try #require(attempts >= 300, "RLIMIT_NOFILE \(limit.rlim_cur) is too low")
+        let clients = try await offPool { try (0..<attempts).map { _ in try RawClient(port: port) } }
         // Wait until the listener accepted them all.
         let deadline = ContinuousClock.now + .seconds(10)
         while peers.listener.statistics.accepted < clients.count && ContinuousClock.now < deadline {
