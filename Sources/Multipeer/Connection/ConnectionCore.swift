@@ -298,6 +298,8 @@ final class ConnectionCore {
             }
             if plaintextScratch.isEmpty { break }
         }
+        // An idle connection keeps no bulk-sized scratch buffer.
+        if plaintextScratch.capacity > 16 * 1024 { plaintextScratch = [] }
     }
 
     private func decodingFailure(_ error: FrameDecodingError) -> ConnectionError {

@@ -15,6 +15,8 @@ public struct FrameDecoder: Sendable {
     /// every frame, so a read holding many small frames moves its memory once.
     private var readIndex = 0
     private var failure: FrameDecodingError?
+    /// Buffer capacity kept while idle; more is released once every buffered byte has been decoded.
+    static let idleCapacity = 16 * 1024
 
     /// Creates a decoder.
     /// - Parameter limits: The bounds to enforce; protocol version 1 defaults.
@@ -44,7 +46,13 @@ public struct FrameDecoder: Sendable {
     public mutating func next() throws(FrameDecodingError) -> Frame? {
         if let failure { throw failure }
         do throws(FrameDecodingError) {
-            return try decodeNext()
+            let frame = try decodeNext()
+            if frame == nil && readIndex == buffer.count && buffer.capacity > Self.idleCapacity {
+                // Everything was decoded: an idle connection does not keep a bulk transfer's buffer.
+                buffer = []
+                readIndex = 0
+            }
+            return frame
         } catch {
             failure = error
             buffer = []
