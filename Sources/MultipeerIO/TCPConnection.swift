@@ -119,7 +119,8 @@ public final class TCPConnection: @unchecked Sendable {
     ///   - onData: Called with each chunk of received bytes (at most `readChunkSize`), as a fresh array the
     ///     closure owns.
     ///   - onClose: Called once when the connection ends: `nil` for an orderly end (the peer closed its side and
-    ///     our buffered bytes were sent), or the error that broke it. Not called for `close()` or loop shutdown.
+    ///     our buffered bytes were sent), or the error that broke it (`ECANCELED` with call `shutdown` when the
+    ///     loop shuts down). Not called for `close()`.
     public func setHandlers(onData: @escaping ([UInt8]) -> Void, onClose: @escaping (SystemCallError?) -> Void) {
         checkLoop()
         guard isOpen else { return }
@@ -367,6 +368,9 @@ extension TCPConnection: EventLoopSelectable {
 
     func closeForLoopShutdown() {
         guard fd >= 0 else { return }
+        let onClose = onClose
         closeDescriptor()
+        // Owners waiting for this connection must learn that it is gone.
+        onClose?(SystemCallError(call: "shutdown", errno: ECANCELED))
     }
 }

@@ -164,6 +164,69 @@ struct PeerConnectionTests {
         await dialer.close()
     }
 
+    @Test func closeSendsWhatWasAcceptedAndRefusesNewSendsAtOnce() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        let sent = (0..<40).map { [UInt8](repeating: UInt8($0), count: 64 * 1024) }
+        for message in sent { try await dialer.send(message) }
+        async let ended = dialer.close(code: 1, reason: "done")
+        try await Task.sleep(for: .milliseconds(1))
+        await #expect(throws: ConnectionError.self) { try await dialer.send([1, 2, 3]) }
+        var received = 0
+        var matches = true
+        for await message in acceptor.messages {
+            matches = matches && message == sent[received]
+            received += 1
+        }
+        #expect(received == sent.count && matches, "\(received) of \(sent.count) accepted messages arrived")
+        #expect(await ended.code == .closedLocally)
+        #expect(await acceptor.closed().code == .closedByPeer(code: 1, text: "done"))
+    }
+
+    @Test func aResetStreamDoesNotWedgeTheConnection() async throws {
+        var configuration = TestPeers.configuration(TestPeers.ada, .required)
+        configuration.sendBufferLimit = 256 * 1024
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(configuration, expecting: nil)
+        let acceptor = try await peers.accepted()
+        let stream = try await dialer.openStream(name: "big")
+        // Queue more than the send buffer on the stream, without the peer reading.
+        let writer = Task {
+            for _ in 0..<200 { try await stream.write([UInt8](repeating: 5, count: 64 * 1024)) }
+        }
+        var streams = acceptor.incomingStreams.makeAsyncIterator()
+        let incoming = try #require(await streams.next())
+        try await Task.sleep(for: .milliseconds(50))
+        incoming.reset()
+        await #expect(throws: ConnectionError.self) { try await writer.value }
+        await #expect(throws: ConnectionError.self) { try await stream.write([1]) }
+        // Messages still flow, and a graceful close still says goodbye.
+        try await dialer.send([42])
+        var messages = acceptor.messages.makeAsyncIterator()
+        #expect(await messages.next() == [42])
+        #expect(await dialer.close().code == .closedLocally)
+        #expect(await acceptor.closed().code == .closedByPeer(code: 0, text: "closed"))
+    }
+
+    @Test func aPeerOpeningTheHighestChannelNumberIsRefusedNotACrash() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        pair.acceptor.receive(
+            try FrameEncoder().encode(
+                .channelOpen(channel: 0xFFFF_FFFF, kind: .stream, name: "", initialWindow: 65_536)),
+            now: pair.now)
+        pair.acceptor.receive(
+            try FrameEncoder().encode(
+                .channelOpen(channel: 0xFFFF_FFFD, kind: .stream, name: "", initialWindow: 65_536)),
+            now: pair.now)
+        pair.collect()
+        #expect(pair.acceptorClosed?.code == .protocolViolation)
+    }
+
     @Test func theWrongIdentityIsRefusedOverTLS() async throws {
         let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
         defer { peers.shutdown() }

@@ -29,8 +29,12 @@ final class ConnectionCore {
         case channelFinished(channel: UInt32)
         /// The peer aborted the channel.
         case channelReset(channel: UInt32, code: UInt32)
+        /// The channel is finished both ways or reset: the core forgot it.
+        case channelGone(channel: UInt32)
         /// A pong answered one of our pings.
         case pong(token: UInt64, roundTrip: Duration)
+        /// A ping was forgotten unanswered (more than 16 outstanding); its waiter should give up.
+        case pingAbandoned(token: UInt64)
         /// The connection ended; nothing follows.
         case closed(ConnectionError)
     }
@@ -274,7 +278,9 @@ final class ConnectionCore {
         if phase == .handshake {
             guard try record.advanceHandshake() else { return }
             phase = .hello
-            try sendHello(record)
+            // An acceptor with a group secret speaks second: it checks the dialer's proof before sending its
+            // own, so a dialer that does not know the secret learns nothing it could test guesses against.
+            if !(role == .acceptor && configuration.groupSecret != nil) { try sendHello(record) }
         }
         while phase != .closed && !finished {
             plaintextScratch.removeAll(keepingCapacity: true)
@@ -309,7 +315,11 @@ final class ConnectionCore {
         return ConnectionError(code: .protocolViolation, reason: "the peer sent a bad frame: \(error)")
     }
 
+    private var helloSent = false
+
     private func sendHello(_ record: any RecordLayer) throws(ConnectionError) {
+        guard !helloSent else { return }
+        helloSent = true
         var proof: [UInt8] = []
         if let secret = configuration.groupSecret {
             proof = secret.proof(binding: try groupBinding(record), isDialer: role == .dialer)
@@ -395,11 +405,14 @@ final class ConnectionCore {
     /// - Returns: The ping's token, or nil when the connection cannot send one.
     @discardableResult
     func sendPing(now: IOInstant) -> UInt64? {
-        guard phase == .established || phase == .closing else { return nil }
+        guard phase == .established || (phase == .closing && !goodbyeSent) else { return nil }
         let token = nextPingToken
         nextPingToken &+= 1
         // Only the most recent pings are remembered; a peer that never answers is caught by the silence timeout.
-        if pings.count >= 16, let oldest = pings.min(by: { $0.value < $1.value })?.key { pings[oldest] = nil }
+        if pings.count >= 16, let oldest = pings.min(by: { $0.value < $1.value })?.key {
+            pings[oldest] = nil
+            events.append(.pingAbandoned(token: oldest))
+        }
         pings[token] = now
         lastPing = now
         do {
@@ -465,7 +478,9 @@ final class ConnectionCore {
 
     /// Starts a graceful close: queued data is sent, then a goodbye; the connection ends when the peer
     /// answers or after ``ConnectionConfiguration/closeTimeout``.
-    func close(now: IOInstant, code: UInt32 = 0, text: String = "closed") {
+    func close(now: IOInstant, code: UInt32 = 0, text: String = "closed", holdGoodbye: @escaping () -> Bool = { false })
+    {
+        self.holdGoodbye = holdGoodbye
         switch phase {
         case .closed, .closing:
             return
@@ -481,6 +496,8 @@ final class ConnectionCore {
     }
 
     private var pendingGoodbye: (code: UInt32, text: String)?
+    /// While true, the goodbye waits: the owner still has accepted messages to hand over.
+    private var holdGoodbye: () -> Bool = { false }
 
     // MARK: - Output
 
@@ -502,7 +519,7 @@ final class ConnectionCore {
     /// Frames from the scheduler, sealed into the record layer until `limit` bytes are pending.
     private func fillRecordLayer(_ record: any RecordLayer, limit: Int) {
         var plaintext: [UInt8] = []
-        while record.pendingNetworkOutput + plaintext.count < limit {
+        while !goodbyeSent && record.pendingNetworkOutput + plaintext.count < limit {
             guard let frame = scheduler.next(flow: &flow) else { break }
             accountSent(frame)
             do {
@@ -513,7 +530,7 @@ final class ConnectionCore {
             }
         }
         if closeRequested, !goodbyeSent, queuedBytes == 0, scheduler.queuedControlFrames == 0,
-            scheduler.activeChannels.isEmpty, let goodbye = pendingGoodbye
+            scheduler.activeChannels.isEmpty, !holdGoodbye(), let goodbye = pendingGoodbye
         {
             goodbyeSent = true
             _ = try? encoder.encode(
@@ -550,8 +567,9 @@ final class ConnectionCore {
     }
 
     func forgetChannel(_ channel: UInt32) {
-        channels[channel] = nil
-        scheduler.removeChannel(channel)
+        guard channels.removeValue(forKey: channel) != nil else { return }
+        queuedBytes -= scheduler.removeChannel(channel)
+        events.append(.channelGone(channel: channel))
         reassembler.removeChannel(channel)
         deferredCredit[channel] = nil
         for frame in flow.closeChannel(channel) { try? enqueueControl(frame) }
@@ -617,6 +635,7 @@ final class ConnectionCore {
                 events.append(.message(channel: channel, bytes: message))
             }
         case .channelClose(let channel):
+            if channels[channel] == nil && isForgotten(channel) { return }  // crossed our reset
             guard var state = channels[channel], state.remoteOpen else {
                 throw ConnectionError(
                     code: .protocolViolation, reason: "the peer closed channel \(channel), which it cannot send on")
@@ -626,7 +645,13 @@ final class ConnectionCore {
             events.append(.channelFinished(channel: channel))
             if !state.localOpen { forgetChannel(channel) }
         case .channelReset(let channel, let code):
-            guard channels[channel] != nil else { return }  // crossed our own reset
+            guard let state = channels[channel] else { return }  // crossed our own reset
+            if state.kind == .message && state.isLocal {
+                throw ConnectionError(
+                    code: .protocolViolation,
+                    reason:
+                        "the peer reset message channel \(channel); messages cannot be refused one channel at a time")
+            }
             forgetChannel(channel)
             events.append(.channelReset(channel: channel, code: code))
         case .windowUpdate(let channel, let increment):
@@ -655,7 +680,7 @@ final class ConnectionCore {
         guard let state = channels[channel] else {
             // A channel we reset or closed both ways: the peer may not know yet. It still costs connection credit.
             let isLocal = channel % 2 == (role == .dialer ? 1 : 0)
-            if isLocal ? channel < nextLocalChannel : channel < nextRemoteChannelFloor {
+            if isLocal ? channel < nextLocalChannel : UInt64(channel) < nextRemoteChannelFloor {
                 do {
                     for frame in try flow.discard(count) { try enqueueControl(frame) }
                 } catch {
@@ -682,14 +707,20 @@ final class ConnectionCore {
         return true
     }
 
+    /// Whether `channel` was open once and has been forgotten (so late frames for it are not errors).
+    private func isForgotten(_ channel: UInt32) -> Bool {
+        let isLocal = channel % 2 == (role == .dialer ? 1 : 0)
+        return isLocal ? channel < nextLocalChannel : UInt64(channel) < nextRemoteChannelFloor
+    }
+
     /// The lowest channel number the peer has not opened yet (its channels have the other parity).
-    private var nextRemoteChannelFloor: UInt32 = 0
+    private var nextRemoteChannelFloor: UInt64 = 0
 
     private func handleChannelOpen(channel: UInt32, kind: Frame.ChannelKind, name: String, initialWindow: UInt32)
         throws(ConnectionError)
     {
         let remoteParity: UInt32 = role == .dialer ? 0 : 1
-        guard channel % 2 == remoteParity, channel >= nextRemoteChannelFloor else {
+        guard channel % 2 == remoteParity, UInt64(channel) >= nextRemoteChannelFloor else {
             throw ConnectionError(
                 code: .protocolViolation, reason: "the peer opened channel \(channel), which is not its to open")
         }
@@ -700,7 +731,7 @@ final class ConnectionCore {
             throw ConnectionError(code: .protocolViolation, reason: "the peer opened a channel: \(error)")
         }
         for frame in updates { try enqueueControl(frame) }
-        nextRemoteChannelFloor = channel + 1
+        nextRemoteChannelFloor = UInt64(channel) + 1
         channels[channel] = ChannelState(kind: kind, isLocal: false, localOpen: kind != .message)
         events.append(.channelOpened(channel: channel, kind: kind, name: name))
     }
@@ -734,6 +765,7 @@ final class ConnectionCore {
                         : "the peer's group proof is wrong; it knows a different group secret")
             }
             isGroupMember = true
+            try sendHello(record)
         } else if !hello.groupProof.isEmpty {
             throw ConnectionError(
                 code: .groupSecretMismatch,
@@ -763,6 +795,9 @@ final class ConnectionCore {
     func openChannel(kind: Frame.ChannelKind, name: String) throws(ConnectionError) -> UInt32 {
         guard phase == .established else { throw notOpen() }
         let channel = nextLocalChannel
+        guard channel <= UInt32.max - 2 else {
+            throw ConnectionError(code: .internalFailure, reason: "this connection has used up its channel numbers")
+        }
         let window: UInt32
         do {
             window = try flow.openLocalChannel(channel)
@@ -778,7 +813,8 @@ final class ConnectionCore {
 
     /// Queues a whole message on `channel` (the default message channel when 0).
     func sendMessage(_ bytes: [UInt8], channel: UInt32 = 0) throws(ConnectionError) {
-        guard phase == .established else { throw notOpen() }
+        // While closing, messages the application handed over before the close still go out.
+        guard phase == .established || (phase == .closing && !goodbyeSent) else { throw notOpen() }
         guard UInt64(bytes.count) <= configuration.frameLimits.maximumMessageLength else {
             throw ConnectionError(
                 code: .invalidConfiguration,
@@ -787,6 +823,7 @@ final class ConnectionCore {
                     + "limit; send it as a stream or resource")
         }
         let channel = channel == 0 ? defaultMessageChannel : channel
+        try checkWritable(channel)
         do {
             try scheduler.enqueueMessage(bytes, channel: channel)
         } catch {
@@ -798,6 +835,7 @@ final class ConnectionCore {
     /// Queues stream bytes on `channel`.
     func write(_ bytes: [UInt8], channel: UInt32) throws(ConnectionError) {
         guard phase == .established else { throw notOpen() }
+        try checkWritable(channel)
         do {
             try scheduler.enqueueData(bytes, channel: channel)
         } catch {
@@ -813,13 +851,14 @@ final class ConnectionCore {
 
     /// How many more items `channel` (0: the default message channel) can take right now.
     func queueRoom(channel: UInt32) -> Int {
-        guard phase == .established else { return 0 }
+        guard phase == .established || (phase == .closing && !goodbyeSent) else { return 0 }
         return scheduler.queueRoom(channel: channel == 0 ? defaultMessageChannel : channel)
     }
 
     /// Half-closes `channel`: the peer sees the end after everything queued.
     func finishChannel(_ channel: UInt32) throws(ConnectionError) {
         guard phase == .established else { throw notOpen() }
+        try checkWritable(channel)
         do {
             try scheduler.enqueueClose(channel: channel)
         } catch {
@@ -858,6 +897,16 @@ final class ConnectionCore {
             return
         }
         for frame in flow.consumed(channel: channel, count: count) { try? enqueueControl(frame) }
+    }
+
+    /// Throws unless this side may still send on `channel`.
+    private func checkWritable(_ channel: UInt32) throws(ConnectionError) {
+        guard let state = channels[channel] else {
+            throw ConnectionError(code: .closedLocally, reason: "channel \(channel) was reset or is finished")
+        }
+        guard state.localOpen, !scheduler.isClosing(channel: channel) else {
+            throw ConnectionError(code: .closedLocally, reason: "channel \(channel) was already finished by this side")
+        }
     }
 
     private func notOpen() -> ConnectionError {

@@ -33,6 +33,7 @@ final class ConnectionDriver: @unchecked Sendable {
         []
     private var pingWaiters: [UInt64: CheckedContinuation<Duration, any Error>] = [:]
     private var closeError: ConnectionError?
+    private var closeTimerArmed = false
     /// The UDP endpoint for unreliable messages (shared by a listener's connections, or this dialer's own).
     private let datagramEndpoint: DatagramEndpoint?
     private let ownsDatagramEndpoint: Bool
@@ -109,6 +110,9 @@ final class ConnectionDriver: @unchecked Sendable {
         }
         deliverEvents()
         if core.finished, let socket {
+            // The last frames (error, goodbye, close_notify) must reach the socket before it is shut.
+            let last = core.takeOutput(limit: Int.max)
+            if !last.isEmpty { socket.write(last) }
             if socket.bufferedByteCount == 0 {
                 finishSocket(socket)
             } else {
@@ -122,7 +126,8 @@ final class ConnectionDriver: @unchecked Sendable {
 
     /// Moves messages from `send` and parked stream writes into the core while it has room; true if any moved.
     private func moveOutbound() -> Bool {
-        guard core.phase == .established else { return false }
+        // While closing, messages `send` accepted before the close still go out ahead of the goodbye.
+        guard core.phase == .established || core.phase == .closing else { return false }
         var moved = false
         while core.queuedBytes < core.configuration.sendBufferLimit && core.canQueue(channel: 0) {
             let batch = shared.takeOutbound(upTo: core.queueRoom(channel: 0))
@@ -185,14 +190,27 @@ final class ConnectionDriver: @unchecked Sendable {
                 guard kind != .message else { continue }
                 let stream = PeerStream(driver: self, channel: channel, name: name)
                 streams[channel] = stream
-                incomingStreams?.yield(stream)
+                // Streams nobody takes are refused, not piled up: the buffer holds at most the channel limit.
+                if case .dropped = incomingStreams?.yield(stream) {
+                    streams[channel] = nil
+                    core.resetChannel(channel, code: 2)
+                }
             case .channelData(let channel, let bytes):
                 streams[channel]?.inbound.deliver(bytes)
             case .channelFinished(let channel):
                 streams[channel]?.inbound.finish(nil)
             case .channelReset(let channel, let code):
-                streams.removeValue(forKey: channel)?.inbound.finish(
-                    ConnectionError(code: .protocolViolation, reason: "the peer reset the stream (code \(code))"))
+                let error = ConnectionError(
+                    code: .peerReportedError(code: code, text: "stream reset"),
+                    reason: "the peer reset the stream (code \(code))")
+                streams.removeValue(forKey: channel)?.inbound.finish(error)
+                failStreamWriters(channel: channel, error)
+            case .channelGone(let channel):
+                streams.removeValue(forKey: channel)?.inbound.finish(nil)
+            case .pingAbandoned(let token):
+                pingWaiters.removeValue(forKey: token)?.resume(
+                    throwing: ConnectionError(
+                        code: .internalFailure, reason: "more than 16 pings were outstanding; this one was forgotten"))
             case .pong(let token, let roundTrip):
                 pingWaiters.removeValue(forKey: token)?.resume(returning: roundTrip)
             case .closed(let error):
@@ -253,12 +271,17 @@ final class ConnectionDriver: @unchecked Sendable {
 
     private func armTimer() {
         guard socket != nil else { return }
-        guard let deadline = core.finished ? loop.clock.now() + core.configuration.closeTimeout : core.nextDeadline
+        let finishing = core.finished
+        guard let deadline = finishing ? loop.clock.now() + core.configuration.closeTimeout : core.nextDeadline
         else { return }
+        if finishing && closeTimerArmed { return }
         if let timerDeadline, let timer {
-            if timerDeadline <= deadline { return }  // fires earlier; it re-arms for the later deadline then
+            // An earlier timer re-arms for a later deadline when it fires, except the close timer, which must
+            // replace a keepalive timer (that one would close the socket before the last bytes are written).
+            if timerDeadline <= deadline && !finishing { return }
             loop.cancelTimer(timer)
         }
+        closeTimerArmed = finishing
         timerDeadline = deadline
         timer = loop.scheduleTimer(at: deadline) { [self] in
             timer = nil
@@ -285,7 +308,8 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     func close(code: UInt32, text: String) {
-        core.close(now: loop.clock.now(), code: code, text: text)
+        shared.closeOutbound(ConnectionError(code: .closedLocally, reason: "the connection is closing: \(text)"))
+        core.close(now: loop.clock.now(), code: code, text: text, holdGoodbye: { [shared] in shared.hasOutbound })
         service()
     }
 
@@ -319,10 +343,17 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     func resetStream(_ channel: UInt32) {
-        streams.removeValue(forKey: channel)?.inbound.finish(
-            ConnectionError(code: .closedLocally, reason: "the stream was reset by this side"))
+        let error = ConnectionError(code: .closedLocally, reason: "the stream was reset by this side")
+        streams.removeValue(forKey: channel)?.inbound.finish(error)
+        failStreamWriters(channel: channel, error)
         core.resetChannel(channel, code: 1)
         service()
+    }
+
+    private func failStreamWriters(channel: UInt32, _ error: ConnectionError) {
+        let failed = streamWriters.filter { $0.channel == channel }
+        streamWriters.removeAll { $0.channel == channel }
+        for writer in failed { writer.continuation.resume(throwing: error) }
     }
 
     func streamConsumed(_ channel: UInt32, count: Int) {

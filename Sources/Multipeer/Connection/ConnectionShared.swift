@@ -25,12 +25,15 @@ final class ConnectionShared: Sendable {
         /// Consumed bytes reported to the loop at once: 64 KiB, or a quarter of the receive buffer limit if less.
         var reportBatch = 65_536
         var head = 0
-        var reader: CheckedContinuation<[UInt8]?, Never>?
+        /// Tasks waiting for a message, first come first served.
+        var readers: [CheckedContinuation<[UInt8]?, Never>] = []
         var consumed = 0
         var consumeKickScheduled = false
     }
 
     struct State {
+        /// Set by a graceful close: new sends fail at once, queued ones are still sent.
+        var outboundClosed: ConnectionError?
         var outbound = Outbound()
         var inbound = Inbound()
         var closed: ConnectionError?
@@ -57,7 +60,7 @@ final class ConnectionShared: Sendable {
             case closed(ConnectionError)
         }
         let decision = state.withLock { state -> Decision in
-            if let closed = state.closed { return .closed(closed) }
+            if let closed = state.closed ?? state.outboundClosed { return .closed(closed) }
             guard state.outbound.bytes < sendBufferLimit, state.outbound.senders.isEmpty else { return .wait }
             state.outbound.messages.append(message)
             state.outbound.bytes += message.count
@@ -73,13 +76,32 @@ final class ConnectionShared: Sendable {
         case .wait:
             do {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                    let closed = state.withLock { state -> ConnectionError? in
-                        if let closed = state.closed { return closed }
+                    enum Parked {
+                        case closed(ConnectionError)
+                        case queued(wake: Bool)
+                        case parked
+                    }
+                    let parked = state.withLock { state -> Parked in
+                        if let closed = state.closed ?? state.outboundClosed { return .closed(closed) }
+                        // The loop may have drained everything since the first look: then there is room now.
+                        if state.outbound.bytes < sendBufferLimit && state.outbound.senders.isEmpty {
+                            state.outbound.messages.append(message)
+                            state.outbound.bytes += message.count
+                            let wake = !state.outbound.kickScheduled
+                            state.outbound.kickScheduled = true
+                            return .queued(wake: wake)
+                        }
                         // The message joins the queue when there is room, in the order senders arrived.
                         state.outbound.senders.append((message, continuation))
-                        return nil
+                        return .parked
                     }
-                    if let closed { continuation.resume(throwing: closed) }
+                    switch parked {
+                    case .closed(let error): continuation.resume(throwing: error)
+                    case .queued(let shouldWake):
+                        if shouldWake { wake() }
+                        continuation.resume()
+                    case .parked: break
+                    }
                 }
             } catch let error as ConnectionError {
                 throw error
@@ -119,6 +141,18 @@ final class ConnectionShared: Sendable {
         }
     }
 
+    /// A graceful close began: later sends fail with `error`; messages already accepted are still sent.
+    func closeOutbound(_ error: ConnectionError) {
+        state.withLock { state in
+            if state.outboundClosed == nil { state.outboundClosed = error }
+        }
+    }
+
+    /// Whether messages (accepted or parked senders') are still waiting for the core.
+    var hasOutbound: Bool {
+        state.withLock { $0.outbound.head < $0.outbound.messages.count || !$0.outbound.senders.isEmpty }
+    }
+
     /// `count` bytes left the outbound queue (framed by the core); resumes suspended senders that now fit.
     func outboundSent(_ count: Int) {
         let resumed = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
@@ -144,10 +178,9 @@ final class ConnectionShared: Sendable {
     /// - Parameter limit: For an unreliable datagram, the unread bytes beyond which it is dropped instead.
     func deliver(_ message: [UInt8], dropAbove limit: Int? = nil) {
         let reader = state.withLock { state -> CheckedContinuation<[UInt8]?, Never>? in
-            if let reader = state.inbound.reader {
-                state.inbound.reader = nil
+            if !state.inbound.readers.isEmpty {
                 if limit == nil { state.inbound.handedOver += message.count }
-                return reader
+                return state.inbound.readers.removeFirst()
             }
             if let limit, state.inbound.bytes > limit {
                 state.inbound.droppedDatagrams += 1
@@ -187,13 +220,16 @@ final class ConnectionShared: Sendable {
             return nil
         case .wait:
             let message = await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8]?, Never>) in
-                let ready = state.withLock { state -> [UInt8]?? in
-                    if let (message, _) = Self.pop(&state.inbound) { return .some(message) }
-                    if state.closed != nil { return .some(nil) }
-                    state.inbound.reader = continuation
+                let ready = state.withLock { state -> ([UInt8]?, Bool)? in
+                    if let (message, wake) = Self.pop(&state.inbound) { return (message, wake) }
+                    if state.closed != nil { return (nil, false) }
+                    state.inbound.readers.append(continuation)
                     return nil
                 }
-                if let ready { continuation.resume(returning: ready) }
+                if let (message, shouldWake) = ready {
+                    if shouldWake { wake() }
+                    continuation.resume(returning: message)
+                }
             }
             let shouldWake = state.withLock { state in
                 state.inbound.consumed += state.inbound.handedOver
@@ -249,19 +285,19 @@ final class ConnectionShared: Sendable {
 
     /// Records the end of the connection and wakes everyone waiting.
     func close(_ error: ConnectionError) {
-        let (senders, reader, waiters) = state.withLock { state in
+        let (senders, readers, waiters) = state.withLock { state in
             if state.closed == nil { state.closed = error }
             let senders = state.outbound.senders.map(\.continuation)
             state.outbound.senders = []
-            let reader = state.inbound.head < state.inbound.messages.count ? nil : state.inbound.reader
-            if reader != nil { state.inbound.reader = nil }
+            let readers = state.inbound.readers
+            state.inbound.readers = []
             let waiters = state.closeWaiters
             state.closeWaiters = []
-            return (senders, reader, waiters)
+            return (senders, readers, waiters)
         }
         let final = closedError ?? error
         for sender in senders { sender.resume(throwing: final) }
-        reader?.resume(returning: nil)
+        for reader in readers { reader.resume(returning: nil) }
         for waiter in waiters { waiter.resume(returning: final) }
     }
 

@@ -91,7 +91,8 @@ public final class PeerConnection: Sendable {
     /// Prepares the public object's parts before the handshake finishes, so nothing the peer sends right
     /// after its hello is lost; returns the function that makes the connection once the peer is known.
     static func pending(driver: ConnectionDriver, remote: SocketAddress) -> (ConnectedPeer) -> PeerConnection {
-        let (streams, continuation) = AsyncStream<PeerStream>.makeStream()
+        let (streams, continuation) = AsyncStream<PeerStream>.makeStream(
+            bufferingPolicy: .bufferingOldest(driver.core.configuration.flowControl.maximumChannels))
         driver.incomingStreams = continuation
         return { peer in
             PeerConnection(
@@ -108,6 +109,12 @@ public final class PeerConnection: Sendable {
     /// - Parameter message: At most ``FrameLimits/maximumMessageLength`` bytes.
     /// - Throws: ``ConnectionError`` if the connection is closing or closed.
     public func send(_ message: [UInt8]) async throws(ConnectionError) {
+        let limit = driver.core.configuration.frameLimits.maximumMessageLength
+        guard UInt64(message.count) <= limit else {
+            throw ConnectionError(
+                code: .invalidConfiguration,
+                reason: "a \(message.count)-byte message exceeds the \(limit)-byte limit; send it as a stream")
+        }
         let driver = driver
         try await driver.shared.enqueue(message) {
             driver.loop.execute { driver.service() }
@@ -138,22 +145,23 @@ public final class PeerConnection: Sendable {
     public var droppedDatagrams: Int { driver.shared.droppedDatagrams }
 
     /// The messages the peer sends, in order. Ends when the connection closes (see ``closed()`` for why).
-    public var messages: Messages { Messages(driver: driver) }
+    public var messages: Messages { Messages(connection: self) }
 
     /// The peer's messages as an `AsyncSequence`.
     public struct Messages: AsyncSequence, Sendable {
-        let driver: ConnectionDriver
+        let connection: PeerConnection
 
         /// Creates the iterator.
-        public func makeAsyncIterator() -> Iterator { Iterator(driver: driver) }
+        public func makeAsyncIterator() -> Iterator { Iterator(connection: connection) }
 
         /// Takes the messages one by one.
         public struct Iterator: AsyncIteratorProtocol {
-            let driver: ConnectionDriver
+            /// Held so the connection stays open while someone iterates its messages.
+            let connection: PeerConnection
 
             /// The next message, or nil once the connection closed.
             public mutating func next() async -> [UInt8]? {
-                let driver = driver
+                let driver = connection.driver
                 return await driver.shared.nextMessage { driver.loop.execute { driver.service() } }
             }
         }
@@ -196,8 +204,21 @@ public final class PeerConnection: Sendable {
     @discardableResult
     public func close(code: UInt32 = 0, reason: String = "closed") async -> ConnectionError {
         let driver = driver
-        driver.loop.execute { driver.close(code: code, text: reason) }
+        // New sends fail from this moment, not from when the loop gets to the close.
+        driver.shared.closeOutbound(
+            ConnectionError(code: .closedLocally, reason: "the connection is closing: \(reason)"))
+        if !driver.loop.execute({ driver.close(code: code, text: reason) }) {
+            driver.shared.close(ConnectionError(code: .closedLocally, reason: "the event loop was shut down"))
+        }
         return await closed()
+    }
+
+    /// A connection nobody holds any more closes gracefully, instead of being kept alive by its keepalives.
+    deinit {
+        let driver = driver
+        if !driver.loop.execute({ driver.close(code: 0, text: "released") }) {
+            driver.shared.close(ConnectionError(code: .closedLocally, reason: "the event loop was shut down"))
+        }
     }
 
     /// Closes the TCP connection at once, without a goodbye; the peer sees the connection lost.

@@ -73,7 +73,7 @@ final class StreamInbound: Sendable {
     private struct State {
         var chunks: [[UInt8]] = []
         var end: ConnectionError?? = nil
-        var reader: CheckedContinuation<[UInt8]?, any Error>?
+        var readers: [CheckedContinuation<[UInt8]?, any Error>] = []
     }
 
     private let state = Mutex(State())
@@ -81,10 +81,7 @@ final class StreamInbound: Sendable {
     /// Adds received bytes (loop side).
     func deliver(_ bytes: [UInt8]) {
         let reader = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-            if let reader = state.reader {
-                state.reader = nil
-                return reader
-            }
+            if !state.readers.isEmpty { return state.readers.removeFirst() }
             state.chunks.append(bytes)
             return nil
         }
@@ -93,12 +90,14 @@ final class StreamInbound: Sendable {
 
     /// Ends the stream: normally with nil, or with an error.
     func finish(_ error: ConnectionError?) {
-        let reader = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
+        let readers = state.withLock { state -> [CheckedContinuation<[UInt8]?, any Error>] in
             if state.end == nil { state.end = .some(error) }
-            defer { state.reader = nil }
-            return state.reader
+            defer { state.readers = [] }
+            return state.readers
         }
-        if let error { reader?.resume(throwing: error) } else { reader?.resume(returning: nil) }
+        for reader in readers {
+            if let error { reader.resume(throwing: error) } else { reader.resume(returning: nil) }
+        }
     }
 
     func next() async throws(ConnectionError) -> [UInt8]? {
@@ -108,7 +107,7 @@ final class StreamInbound: Sendable {
                 let result = state.withLock { state -> Result<[UInt8]?, ConnectionError>? in
                     if !state.chunks.isEmpty { return .success(state.chunks.removeFirst()) }
                     if let end = state.end { return end.map { .failure($0) } ?? .success(nil) }
-                    state.reader = continuation
+                    state.readers.append(continuation)
                     return nil
                 }
                 if let result { continuation.resume(with: result) }

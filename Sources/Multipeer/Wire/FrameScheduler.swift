@@ -104,6 +104,12 @@ public struct FrameScheduler: Sendable {
         queueRoom(channel: channel) == 0
     }
 
+    /// Whether a close was queued on `channel`, so nothing more may be queued.
+    /// - Parameter channel: The channel.
+    public func isClosing(channel: UInt32) -> Bool {
+        closing.contains(channel)
+    }
+
     /// How many more items `channel` can take before ``Limits/maximumQueuedItemsPerChannel``.
     /// - Parameter channel: The channel.
     public func queueRoom(channel: UInt32) -> Int {
@@ -165,11 +171,15 @@ public struct FrameScheduler: Sendable {
     /// Forgets a channel: call it when the channel is finished (closed both ways) or reset, which drops
     /// anything still queued on it.
     /// - Parameter channel: The channel.
-    public mutating func removeChannel(_ channel: UInt32) {
+    /// - Returns: The data bytes that were queued and will now never be sent.
+    @discardableResult
+    public mutating func removeChannel(_ channel: UInt32) -> Int {
+        let unsent = (queues[channel] ?? []).reduce(0) { $0 + $1.bytes.count - $1.sent }
         queues[channel] = nil
         closing.remove(channel)
         nextMessageID[channel] = nil
         removeFromRing(channel)
+        return unsent
     }
 
     /// Chooses the next frame to send and takes its flow-control credit.
