@@ -39,7 +39,6 @@ public final class UDPSocket: @unchecked Sendable {
     private var token: UInt64 = 0
     private var interest: UInt32?
     private var handler: ((UDPDatagram) -> Void)?
-    private var receiveBuffer: UnsafeMutableRawBufferPointer
     private var controlBuffer: UnsafeMutableRawBufferPointer
 
     /// Creates a socket of `family` on `loop`. Loop thread only.
@@ -56,7 +55,6 @@ public final class UDPSocket: @unchecked Sendable {
         self.loop = loop
         self.family = family
         fd = try makeSocket(family: family, type: Int32(SOCK_DGRAM.rawValue))
-        receiveBuffer = .allocate(byteCount: Self.maximumDatagramSize, alignment: 8)
         controlBuffer = .allocate(byteCount: ControlMessages.receiveCapacity, alignment: 8)
         do {
             if options.reuseAddress { try setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
@@ -82,7 +80,6 @@ public final class UDPSocket: @unchecked Sendable {
             }
         } catch {
             Glibc.close(fd)
-            receiveBuffer.deallocate()
             controlBuffer.deallocate()
             throw error
         }
@@ -90,7 +87,6 @@ public final class UDPSocket: @unchecked Sendable {
     }
 
     deinit {
-        receiveBuffer.deallocate()
         controlBuffer.deallocate()
     }
 
@@ -261,6 +257,11 @@ public final class UDPSocket: @unchecked Sendable {
 
     /// Reads one datagram; `nil` when the socket has nothing more (or failed, which is then cleared).
     private func receiveOne() -> UDPDatagram? {
+        // The loop's shared read buffer (64 KiB, enough for any datagram): a socket holds no buffer of its own.
+        loop.withReadBuffer { receiveBuffer in receiveOne(into: receiveBuffer) }
+    }
+
+    private func receiveOne(into receiveBuffer: UnsafeMutableRawBufferPointer) -> UDPDatagram? {
         var storage = sockaddr_storage()
         var flags: Int32 = 0
         var controlLength = 0

@@ -305,7 +305,7 @@ final class ConnectionCore {
             if plaintextScratch.isEmpty { break }
         }
         // An idle connection keeps no bulk-sized scratch buffer.
-        if plaintextScratch.capacity > 16 * 1024 { plaintextScratch = [] }
+        if plaintextScratch.capacity > 0 { plaintextScratch = [] }
     }
 
     private func decodingFailure(_ error: FrameDecodingError) -> ConnectionError {

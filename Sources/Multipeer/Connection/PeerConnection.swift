@@ -45,7 +45,7 @@ public final class PeerConnection: Sendable {
         to address: SocketAddress, expecting: PeerFingerprint?, configuration: ConnectionConfiguration,
         loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {
-        let contexts = try TLSContexts(configuration: configuration)
+        let contexts = TLSContexts.of(configuration.identity)
         do {
             return try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<PeerConnection, any Error>) in

@@ -41,7 +41,8 @@ public final class PeerListener: Sendable {
     public init(configuration: ConnectionConfiguration, address: SocketAddress, loop: EventLoop)
         async throws(ConnectionError)
     {
-        let contexts = try TLSContexts(configuration: configuration)
+        let contexts = TLSContexts.of(configuration.identity)
+        if configuration.encryption.allowsEncryption { _ = try contexts.context(.server) }
         let (connections, connectionSink) = AsyncStream<PeerConnection>.makeStream(bufferingPolicy: .unbounded)
         let (failures, failureSink) = AsyncStream<ConnectionError>.makeStream(bufferingPolicy: .bufferingNewest(64))
         self.connections = connections

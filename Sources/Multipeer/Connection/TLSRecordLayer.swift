@@ -1,30 +1,55 @@
-/// The TLS contexts of one configuration: the dialer's (client) and the acceptor's (server).
-///
-/// Safety of @unchecked Sendable: an `SSL_CTX` is not changed after ``TLSContext`` configured it, and OpenSSL
-/// allows sessions to be made from one context on any thread; each session then belongs to one loop.
-final class TLSContexts: @unchecked Sendable {
-    private let client: TLSContext?
-    private let server: TLSContext?
+internal import Synchronization
 
-    /// Makes both contexts when the configuration allows encryption, none otherwise.
-    init(configuration: ConnectionConfiguration) throws(ConnectionError) {
-        if configuration.encryption.allowsEncryption {
-            client = try TLSContext(identity: configuration.identity, role: .client)
-            server = try TLSContext(identity: configuration.identity, role: .server)
-        } else {
-            client = nil
-            server = nil
+/// The TLS contexts of one identity: the dialer's (client) and the acceptor's (server), made on first use and
+/// shared by every connection of that identity.
+///
+/// Safety of @unchecked Sendable: the contexts are made and stored under a lock; an `SSL_CTX` is not changed
+/// after ``TLSContext`` configured it, and OpenSSL allows sessions to be made from one context on any thread;
+/// each session then belongs to one loop.
+final class TLSContexts: @unchecked Sendable {
+    /// Weak: the identity owns this object (``PeerIdentity/tlsContexts``).
+    private weak var identity: PeerIdentity?
+    private let contexts = Mutex<[TLSRole: TLSContext]>([:])
+
+    /// The contexts of `identity`, made once per identity and role when first needed: a context holds the
+    /// identity's certificate and costs about a millisecond and several kilobytes to make.
+    static func of(_ identity: PeerIdentity) -> TLSContexts {
+        identity.tlsContexts.withLock { cached in
+            if let cached { return cached }
+            let contexts = TLSContexts(identity: identity)
+            cached = contexts
+            return contexts
         }
+    }
+
+    private init(identity: PeerIdentity) {
+        self.identity = identity
+    }
+
+    /// The context for `role`, made on first use.
+    func context(_ role: TLSRole) throws(ConnectionError) -> TLSContext {
+        let result = contexts.withLock { contexts -> Result<TLSContext, ConnectionError> in
+            if let context = contexts[role] { return .success(context) }
+            guard let identity else {
+                return .failure(ConnectionError(code: .internalFailure, reason: "the identity no longer exists"))
+            }
+            do throws(ConnectionError) {
+                let context = try TLSContext(identity: identity, role: role)
+                contexts[role] = context
+                return .success(context)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
     }
 
     /// The record-layer factory a ``ConnectionCore`` calls once the preamble chose TLS.
     func makeRecordLayer(expecting: PeerFingerprint?) -> (ConnectionCore.Role) throws(ConnectionError) ->
         any RecordLayer
     {
-        { [client, server] (role) throws(ConnectionError) -> any RecordLayer in
-            guard let context = role == .dialer ? client : server else {
-                throw ConnectionError(code: .internalFailure, reason: "TLS was chosen but this side has no TLS context")
-            }
+        { [self] (role) throws(ConnectionError) -> any RecordLayer in
+            let context = try context(role == .dialer ? .client : .server)
             return TLSRecordLayer(
                 session: try TLSSession(context: context, expectedPeer: role == .dialer ? expecting : nil))
         }

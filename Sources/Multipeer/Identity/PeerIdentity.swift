@@ -15,6 +15,8 @@ public final class PeerIdentity: Sendable {
     public let publicKey: [UInt8]
     let key: EVPKey
     private let ephemeral: Atomic<Bool>
+    /// The TLS contexts made for this identity (see ``TLSContexts/of(_:)``), shared by its connections.
+    let tlsContexts = Mutex<TLSContexts?>(nil)
 
     private init(displayName: String, key: EVPKey, ephemeral: Bool) throws(IdentityError) {
         self.displayName = displayName

@@ -232,7 +232,10 @@ public struct FrameScheduler: Sendable {
 
     /// Builds the next frame of `channel`'s first item, or returns `nil` if its credit does not allow one.
     private mutating func makeFrame(channel: UInt32, flow: inout FlowController) -> Frame? {
-        guard var queue = queues[channel], var item = queue.first else { return nil }
+        // Taken out of the dictionary so the queue is uniquely referenced: changing it must not copy it.
+        guard var queue = queues.removeValue(forKey: channel) else { return nil }
+        defer { queues[channel] = queue.isEmpty ? nil : queue }
+        guard var item = queue.first else { return nil }
         let frame: Frame
         let isDone: Bool
         switch item.kind {
@@ -267,7 +270,6 @@ public struct FrameScheduler: Sendable {
         } else {
             queue[0] = item
         }
-        queues[channel] = queue.isEmpty ? nil : queue
         return frame
     }
 
