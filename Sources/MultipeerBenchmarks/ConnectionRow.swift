@@ -115,11 +115,8 @@ struct ConnectionRow {
             let summary = Summary(ours)
             text += "  ours " + unit.format(summary.median)
             if summary.count > 1 {
-                let spread =
-                    unit.higherIsBetter
-                    ? "min \(unit.format(summary.min)), max \(unit.format(summary.max))"
-                    : "p90 \(unit.format(summary.p90)), min \(unit.format(summary.min)), max \(unit.format(summary.max))"
-                text += " (\(spread))"
+                let range = "min \(unit.format(summary.min)), max \(unit.format(summary.max))"
+                text += unit.higherIsBetter ? " (\(range))" : " (p90 \(unit.format(summary.p90)), \(range))"
             }
         }
         if !baseline.isEmpty { text += "  baseline " + unit.format(Summary(baseline).median) }
