@@ -9,7 +9,9 @@ extension ConnectionBenchmark {
         let sizes = sizes
         // Warm-up: fault in buffers and code paths of both configurations.
         for peers in [tls, plain] {
-            _ = try blockingAwait { try await Self.streamThroughput(peers, bytes: 64 << 20, chunk: sizes.streamChunk) }
+            _ = try blockingAwait {
+                try await Self.streamThroughput(peers, bytes: sizes.bulkBytes / 4, chunk: sizes.streamChunk)
+            }
         }
         var tlsStream: [Double] = []
         var plainStream: [Double] = []
