@@ -2,25 +2,31 @@
 struct BenchmarkOptions {
     static let usage = """
         usage: multipeer-bench discovery [--runs N] [--quick] [--verbose] [--only LIST]
+               multipeer-bench connection [--runs N] [--quick] [--verbose] [--only LIST] [--pairs N]
                multipeer-bench --only baseline [--quick]     (or: multipeer-bench baseline)
-          --runs N     timed runs per scenario and tool (default 10)
-          --quick      3 runs and 20 advertisers instead of 50; for baseline, about a quarter of the work
-          --verbose    print every run's raw numbers
-          --only LIST  comma-separated scenario numbers to run (1-7), e.g. --only 1,2; or `baseline` alone:
-                       the loopback TCP baselines (iperf3, raw TCP pump, raw framed messages, raw ping-pong)
+          --runs N     timed runs per scenario and tool (default 10 for discovery, 5 for connection)
+          --quick      3 runs and less work per run: discovery starts 20 advertisers instead of 50, connection
+                       moves a quarter of the bytes and messages; for baseline, about a quarter of the work
+          --verbose    print every run's raw numbers (connection: and each measurement's start and end on stderr)
+          --pairs N    connection benchmark 5: idle connection pairs to open (default 1000)
+          --only LIST  comma-separated scenario numbers to run (discovery 1-7, connection 1-5), e.g. --only 1,2;
+                       or `baseline` alone: the loopback TCP baselines (iperf3, raw TCP pump, raw framed
+                       messages, raw ping-pong)
         """
 
-    /// The benchmark to run: `discovery` or `baseline`.
+    /// The benchmark to run: `discovery`, `connection` or `baseline`.
     var suite = "discovery"
     /// Whether `--quick` was given.
     var quick = false
-    /// Timed runs per scenario and tool.
+    /// Timed runs per scenario and tool (default 10 for discovery, 5 for connection, 3 with `--quick`).
     var runs = 10
     /// How many advertisers scenario 5 starts.
     var advertisers = 50
+    /// Idle connection pairs of connection benchmark 5 (`--pairs`).
+    var idlePairs = 1000
     /// Whether to print per-run raw numbers.
     var verbose = false
-    /// The scenarios to run.
+    /// The scenarios (benchmark numbers) to run; all of the suite's by default.
     var scenarios: Set<Int> = Set(1...7)
 
     init(arguments: [String]) throws {
@@ -28,10 +34,13 @@ struct BenchmarkOptions {
         // `--only baseline` may stand in for the suite name.
         if rest.starts(with: ["--only", "baseline"]) { rest = ["baseline"] + rest.dropFirst(2) }
         guard let suite = rest.popFirst(), !suite.hasPrefix("-") else { throw BenchmarkError(Self.usage) }
-        guard suite == "discovery" || suite == "baseline" else {
+        guard ["discovery", "connection", "baseline"].contains(suite) else {
             throw BenchmarkError("unknown benchmark '\(suite)'\n\(Self.usage)")
         }
         self.suite = suite
+        let numbers = suite == "connection" ? 1...5 : 1...7
+        scenarios = Set(numbers)
+        if suite == "connection" { runs = 5 }
         var runsGiven = false
         while let argument = rest.popFirst() {
             switch argument {
@@ -45,16 +54,22 @@ struct BenchmarkOptions {
                 quick = true
                 if !runsGiven { runs = 3 }
                 advertisers = 20
+            case "--pairs":
+                guard let text = rest.popFirst(), let value = Int(text), value > 0 else {
+                    throw BenchmarkError("--pairs wants a positive number")
+                }
+                idlePairs = value
             case "--verbose", "-v":
                 verbose = true
             case "--only":
                 guard let text = rest.popFirst() else { throw BenchmarkError("--only wants a list such as 1,2") }
                 if text == "baseline" && suite == "baseline" { continue }
-                let numbers = text.split(separator: ",").compactMap { Int($0) }
-                guard !numbers.isEmpty, numbers.allSatisfy({ (1...7).contains($0) }) else {
-                    throw BenchmarkError("--only wants scenario numbers 1-7, not '\(text)'")
+                let chosen = text.split(separator: ",").compactMap { Int($0) }
+                guard !chosen.isEmpty, chosen.allSatisfy({ numbers.contains($0) }) else {
+                    throw BenchmarkError(
+                        "--only wants numbers \(numbers.lowerBound)-\(numbers.upperBound) for \(suite), not '\(text)'")
                 }
-                scenarios = Set(numbers)
+                scenarios = Set(chosen)
             case "--help", "-h":
                 throw BenchmarkError(Self.usage)
             default:

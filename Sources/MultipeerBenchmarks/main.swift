@@ -6,8 +6,10 @@ import NetLab
 #endif
 
 // multipeer-bench: discovery latency, scale, idle CPU and memory of ours against python-zeroconf, measured in the
-// same run inside a throw-away network-namespace lab; `baseline`: loopback TCP baselines (Baseline*.swift) for the
-// connection benchmarks. See docs/BENCHMARKS.md.
+// same run inside a throw-away network-namespace lab; `connection`: throughput, message rate, round trips, connect
+// time and idle memory of PeerConnection on loopback against the baselines measured in the same runs
+// (ConnectionBenchmark*.swift); `baseline`: the loopback TCP baselines alone (Baseline*.swift). See
+// docs/BENCHMARKS.md.
 
 func machineDescription() -> String {
     var names = utsname()
@@ -56,6 +58,7 @@ func runDiscovery(_ options: BenchmarkOptions) throws {
 do {
     let options = try BenchmarkOptions(arguments: Array(CommandLine.arguments.dropFirst()))
     if options.suite == "baseline" { exit(runBaselines(options) ? 0 : 1) }
+    if options.suite == "connection" { exit(try runConnection(options) ? 0 : 1) }
     try runDiscovery(options)
     exit(0)
 } catch {

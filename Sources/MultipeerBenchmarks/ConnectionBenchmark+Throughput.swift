@@ -1,0 +1,130 @@
+import Multipeer
+
+extension ConnectionBenchmark {
+    /// Benchmark 1: bulk throughput over one connection, TLS and plaintext, through a ``PeerStream`` and through
+    /// 1 MiB messages, against iperf3 in the same runs.
+    func bulkThroughput() throws -> [ConnectionRow] {
+        let tls = try peers(.required)
+        let plain = try peers(.none)
+        let sizes = sizes
+        // Warm-up: fault in buffers and code paths of both configurations.
+        for peers in [tls, plain] {
+            _ = try blockingAwait {
+                try await Self.streamThroughput(peers, bytes: sizes.bulkBytes / 4, chunk: sizes.streamChunk)
+            }
+        }
+        var tlsStream: [Double] = []
+        var plainStream: [Double] = []
+        var tlsMessages: [Double] = []
+        var plainMessages: [Double] = []
+        var iperf3: [Double] = []
+        for run in 0..<options.runs {
+            try alternate(run) {
+                tlsStream.append(
+                    try phase("1 stream TLS") {
+                        try blockingAwait {
+                            try await Self.streamThroughput(tls, bytes: sizes.bulkBytes, chunk: sizes.streamChunk)
+                        }
+                    })
+                plainStream.append(
+                    try phase("1 stream plaintext") {
+                        try blockingAwait {
+                            try await Self.streamThroughput(plain, bytes: sizes.bulkBytes, chunk: sizes.streamChunk)
+                        }
+                    })
+                tlsMessages.append(
+                    try phase("1 messages TLS") {
+                        try blockingAwait {
+                            try await Self.messageThroughput(tls, bytes: sizes.bulkBytes, message: sizes.bulkMessage)
+                        }
+                    })
+                plainMessages.append(
+                    try phase("1 messages plaintext") {
+                        try blockingAwait {
+                            try await Self.messageThroughput(plain, bytes: sizes.bulkBytes, message: sizes.bulkMessage)
+                        }
+                    })
+            } baseline: {
+                iperf3.append(try phase("1 iperf3") { try Baseline.iperf3Throughput(seconds: sizes.iperf3Seconds) })
+            }
+        }
+        let mib = sizes.bulkBytes >> 20
+        notes.append(
+            "1: \(mib) MiB per transfer, stream writes of \(sizes.streamChunk >> 10) KiB, messages of "
+                + "\(sizes.bulkMessage >> 20) MiB; iperf3 -t \(sizes.iperf3Seconds), one stream; a new connection "
+                + "per transfer")
+        return [
+            ConnectionRow(
+                "1 bulk stream, TLS AES-128-GCM", ours: tlsStream, baseline: iperf3, unit: .bytesPerSecond,
+                target: .atLeastTimesBaseline(0.6), baselineName: "iperf3"),
+            ConnectionRow(
+                "1 bulk stream, plaintext", ours: plainStream, baseline: iperf3, unit: .bytesPerSecond,
+                target: .atLeastTimesBaseline(0.85), baselineName: "iperf3"),
+            ConnectionRow(
+                "1 bulk 1 MiB messages, TLS", ours: tlsMessages, baseline: iperf3, unit: .bytesPerSecond,
+                target: .atLeastTimesBaseline(0.6), baselineName: "iperf3"),
+            ConnectionRow(
+                "1 bulk 1 MiB messages, plaintext", ours: plainMessages, baseline: iperf3, unit: .bytesPerSecond,
+                target: .atLeastTimesBaseline(0.85), baselineName: "iperf3"),
+        ]
+    }
+
+    /// Sends `bytes` through a new stream in `chunk`-byte writes; the acceptor reads and counts them.
+    /// - Returns: Bytes per second, from just before the first write to the read that completed the count.
+    static func streamThroughput(_ peers: LoopbackPeers, bytes: Int, chunk: Int) async throws -> Double {
+        try await peers.withPair { dialer, acceptor in
+            let stream = try await dialer.openStream(name: "bulk")
+            let receiver = Task { () throws -> UInt64 in
+                var streams = acceptor.incomingStreams.makeAsyncIterator()
+                guard let incoming = await streams.next() else { throw BenchmarkError("no stream arrived") }
+                var received = 0
+                var end: UInt64 = 0
+                while let piece = try await incoming.read() {
+                    received += piece.count
+                    if received >= bytes && end == 0 { end = BaselineSocket.nanoseconds() }
+                }
+                guard received == bytes else { throw BenchmarkError("stream carried \(received) of \(bytes) bytes") }
+                return end
+            }
+            let block = [UInt8](repeating: 0x5a, count: chunk)
+            let start = BaselineSocket.nanoseconds()
+            var sent = 0
+            while sent < bytes {
+                let count = min(chunk, bytes - sent)
+                try await stream.write(count == chunk ? block : Array(block[..<count]))
+                sent += count
+            }
+            try await stream.finish()
+            let end = try await receiver.value
+            return Double(bytes) / Baseline.seconds(from: start, to: end)
+        }
+    }
+
+    /// Sends `bytes` as `message`-byte messages; the acceptor takes them from `messages` and counts the bytes.
+    /// - Returns: Bytes per second, from just before the first send to the arrival of the last message.
+    static func messageThroughput(_ peers: LoopbackPeers, bytes: Int, message: Int) async throws -> Double {
+        try await peers.withPair { dialer, acceptor in
+            let receiver = Task { () throws -> UInt64 in
+                var messages = acceptor.messages.makeAsyncIterator()
+                var received = 0
+                while received < bytes {
+                    guard let next = await messages.next() else {
+                        throw BenchmarkError("the connection ended after \(received) of \(bytes) bytes")
+                    }
+                    received += next.count
+                }
+                return BaselineSocket.nanoseconds()
+            }
+            let block = [UInt8](repeating: 0xa5, count: message)
+            let start = BaselineSocket.nanoseconds()
+            var sent = 0
+            while sent < bytes {
+                let count = min(message, bytes - sent)
+                try await dialer.send(count == message ? block : Array(block[..<count]))
+                sent += count
+            }
+            let end = try await receiver.value
+            return Double(bytes) / Baseline.seconds(from: start, to: end)
+        }
+    }
+}
