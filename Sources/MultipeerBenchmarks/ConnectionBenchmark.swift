@@ -211,6 +211,7 @@ func runConnection(_ options: BenchmarkOptions) throws -> Bool {
     var succeeded = true
     let benchmarks: [(Int, String, () throws -> [ConnectionRow])] = [
         (1, "bulk throughput", benchmark.bulkThroughput),
+        (1, "small message during bulk", benchmark.fairness),
         (2, "small messages", benchmark.smallMessages),
         (3, "round trips", benchmark.roundTrips),
         (4, "connect time", benchmark.connectTime),
