@@ -162,6 +162,19 @@ public final class TCPConnection: @unchecked Sendable {
         waitingForWritability = bufferedByteCount >= lowWatermark
     }
 
+    /// Limits how many written bytes the kernel holds unsent (`TCP_NOTSENT_LOWAT`): beyond `bytes`, the socket
+    /// stops taking more and the rest waits in this connection's queue, where the owner can still reorder what
+    /// it has not written yet. Keeps urgent data from queueing behind megabytes in the kernel.
+    /// - Parameter bytes: The most unsent bytes the kernel keeps.
+    public func setUnsentLimit(_ bytes: Int) {
+        checkLoop()
+        guard fd >= 0 else { return }
+        try? setSocketOption(fd, Int32(IPPROTO_TCP), Self.tcpNotSentLowWatermark, Int32(clamping: bytes))
+    }
+
+    /// `TCP_NOTSENT_LOWAT` from `<netinet/tcp.h>` (Linux 3.12 and later), which Glibc's module does not export.
+    static let tcpNotSentLowWatermark: Int32 = 25
+
     /// Stops reading from the socket, so the kernel's receive window fills and the peer is slowed down.
     public func pauseReading() {
         checkLoop()

@@ -8,9 +8,12 @@ final class ConnectionDriver: @unchecked Sendable {
     // objects reach it with `loop.execute`). Sendable only so closures run on the loop can capture it.
 
     /// Unwritten socket bytes above which the driver stops asking the core for frames.
-    static let highWatermark = 512 * 1024
+    static let highWatermark = 256 * 1024
     /// The writability handler fires below this.
-    static let lowWatermark = 128 * 1024
+    static let lowWatermark = 64 * 1024
+    /// The most bytes the kernel holds unsent: the rest stays in our scheduler, where a small message still
+    /// overtakes bulk data (without it Linux buffers megabytes, milliseconds at loopback speed).
+    static let kernelUnsentLimit = 256 * 1024
     /// Bytes of frames asked from the core per write: below glibc's 128 KiB mmap threshold, so the buffers
     /// come from (and return to) the heap instead of being mapped, faulted in and unmapped every time.
     static let outputChunk = 96 * 1024
@@ -74,6 +77,7 @@ final class ConnectionDriver: @unchecked Sendable {
                 service()
             })
         socket.setWritabilityHandler(lowWatermark: Self.lowWatermark) { [self] in service() }
+        socket.setUnsentLimit(Self.kernelUnsentLimit)
         service()
     }
 
