@@ -382,8 +382,12 @@ extension TCPConnection: EventLoopSelectable {
     func closeForLoopShutdown() {
         guard fd >= 0 else { return }
         let onClose = onClose
+        var pendingConnect: ((Result<TCPConnection, SystemCallError>) -> Void)?
+        if case .connecting(let completion) = state { pendingConnect = completion }
         closeDescriptor()
-        // Owners waiting for this connection must learn that it is gone.
-        onClose?(SystemCallError(call: "shutdown", errno: ECANCELED))
+        // Owners waiting for this connection (or for it to connect) must learn that it is gone.
+        let error = SystemCallError(call: "shutdown", errno: ECANCELED)
+        onClose?(error)
+        pendingConnect?(.failure(error))
     }
 }
