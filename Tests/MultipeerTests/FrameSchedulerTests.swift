@@ -35,6 +35,32 @@ struct FrameSchedulerTests {
             ])
     }
 
+    @Test("a deep queue keeps its order and its room while being drained and refilled")
+    func deepQueue() throws {
+        var flow = try flow(channels: [1])
+        var scheduler = FrameScheduler(limits: .init(maximumQueuedItemsPerChannel: 4096))
+        var expected: [UInt8] = []
+        var received: [UInt8] = []
+        for round in 0..<3 {
+            for index in 0..<3000 {
+                let byte = UInt8(truncatingIfNeeded: index &+ round)
+                try scheduler.enqueueMessage([byte], channel: 1)
+                expected.append(byte)
+            }
+            #expect(scheduler.queueRoom(channel: 1) == 4096 - 3000)
+            // Take half, then the rest after more arrive: the front moves without the rest being copied.
+            for frame in drain(&scheduler, &flow, limit: 1500) {
+                if case .message(_, let fragment) = frame { received += fragment.bytes }
+            }
+            #expect(scheduler.queueRoom(channel: 1) == 4096 - 1500)
+            for frame in drain(&scheduler, &flow) {
+                if case .message(_, let fragment) = frame { received += fragment.bytes }
+            }
+            #expect(scheduler.queueRoom(channel: 1) == 4096)
+        }
+        #expect(received == expected)
+    }
+
     @Test("channels with bulk data take turns, one frame each")
     func roundRobin() throws {
         var flow = try flow(channels: [1, 2, 3])

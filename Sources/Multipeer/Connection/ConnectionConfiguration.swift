@@ -29,6 +29,10 @@ public struct ConnectionConfiguration: Sendable {
     /// Frame codec limits.
     public var frameLimits: FrameLimits
     /// The scheduler's queue bounds.
+    ///
+    /// 4,096 queued messages or writes per channel (the scheduler's own default is 64): the bytes are bounded by
+    /// ``sendBufferLimit``, and a deep queue lets thousands of small messages go out in one TLS record batch
+    /// and one system call instead of one per 64 messages.
     public var scheduler: FrameScheduler.Limits
     /// Unsent bytes a sender may queue per connection before `send` suspends.
     ///
@@ -60,7 +64,7 @@ public struct ConnectionConfiguration: Sendable {
         closeTimeout = .seconds(2)
         flowControl = FlowController.Configuration()
         frameLimits = .standard
-        scheduler = FrameScheduler.Limits()
+        scheduler = FrameScheduler.Limits(maximumQueuedItemsPerChannel: 4096)
         sendBufferLimit = 1 << 20
         receiveBufferLimit = 4 << 20
         maximumPendingHandshakes = 128

@@ -69,6 +69,34 @@ public struct FrameScheduler: Sendable {
         var started = false
     }
 
+    /// A channel's queued items, first in first out, taken from the front without moving the rest.
+    private struct ItemQueue: Sendable {
+        private var items: [Item] = []
+        private var head = 0
+
+        var count: Int { items.count - head }
+        var isEmpty: Bool { head == items.count }
+        var first: Item? { head < items.count ? items[head] : nil }
+        /// Data bytes queued and not sent yet.
+        var unsentBytes: Int { items[head...].reduce(0) { $0 + $1.bytes.count - $1.sent } }
+
+        mutating func append(_ item: Item) { items.append(item) }
+
+        mutating func replaceFirst(_ item: Item) { items[head] = item }
+
+        mutating func removeFirst() {
+            items[head] = Item(kind: .data, bytes: [])  // lets the caller's bytes go now
+            head += 1
+            if head == items.count {
+                items.removeAll(keepingCapacity: items.count <= 64)
+                head = 0
+            } else if head >= 64 && head * 2 >= items.count {
+                items.removeSubrange(0..<head)  // moves at most as many items as were sent since
+                head = 0
+            }
+        }
+    }
+
     /// Bytes of a first message fragment's payload before its data: id and total length.
     static let messageFirstOverhead = 12
     /// Bytes of a later fragment's payload before its data: the id.
@@ -78,7 +106,7 @@ public struct FrameScheduler: Sendable {
     public let limits: Limits
     private var control: [Frame] = []
     private var controlHead = 0
-    private var queues: [UInt32: [Item]] = [:]
+    private var queues: [UInt32: ItemQueue] = [:]
     private var closing: Set<UInt32> = []
     private var nextMessageID: [UInt32: UInt32] = [:]
     /// Channels with queued work, in round-robin order; `cursor` is the next to serve.
@@ -174,7 +202,7 @@ public struct FrameScheduler: Sendable {
     /// - Returns: The data bytes that were queued and will now never be sent.
     @discardableResult
     public mutating func removeChannel(_ channel: UInt32) -> Int {
-        let unsent = (queues[channel] ?? []).reduce(0) { $0 + $1.bytes.count - $1.sent }
+        let unsent = queues[channel]?.unsentBytes ?? 0
         queues[channel] = nil
         closing.remove(channel)
         nextMessageID[channel] = nil
@@ -222,7 +250,7 @@ public struct FrameScheduler: Sendable {
             throw .channelQueueFull(channel: channel, limit: limits.maximumQueuedItemsPerChannel)
         }
         if count == 0 { ring.append(channel) }
-        queues[channel, default: []].append(item)
+        queues[channel, default: ItemQueue()].append(item)
     }
 
     private func headIsSmallMessage(_ channel: UInt32) -> Bool {
@@ -268,7 +296,7 @@ public struct FrameScheduler: Sendable {
         if isDone {
             queue.removeFirst()
         } else {
-            queue[0] = item
+            queue.replaceFirst(item)
         }
         return frame
     }
