@@ -432,27 +432,31 @@ final class ConnectionCore {
         if notifyPeer, let record, phase == .established || phase == .hello || phase == .closing,
             let code = wireCode(for: error.code)
         {
-            var bytes: [UInt8] = []
-            let text = String(
-                decoding: Array(error.reason.utf8.prefix(configuration.frameLimits.maximumTextLength)),
-                as: UTF8.self)
-            if (try? encoder.encode(.error(code: code.rawValue, text: validUTF8Prefix(text)), into: &bytes)) != nil {
-                try? record.seal(bytes)
-                record.closeOutput()
-            }
+            sealFinalFrame(.error(code: code.rawValue, text: validUTF8Prefix(error.reason)), into: record)
         }
         finish(error)
     }
 
+    /// The longest prefix of `text`, in whole characters, that fits a goodbye or error frame's text.
     private func validUTF8Prefix(_ text: String) -> String {
         var result = ""
+        var length = 0
         for character in text {
-            if result.utf8.count + String(character).utf8.count > configuration.frameLimits.maximumTextLength {
-                break
-            }
+            length += character.utf8.count
+            if length > configuration.frameLimits.maximumTextLength { break }
             result.append(character)
         }
         return result
+    }
+
+    /// Seals `frame` straight into the record layer, ahead of anything still queued, and ends this side's output
+    /// (TLS close_notify): the last frame of a connection that is ending now.
+    private func sealFinalFrame(_ frame: Frame, into record: (any RecordLayer)?) {
+        guard let record else { return }
+        var bytes: [UInt8] = []
+        guard (try? encoder.encode(frame, into: &bytes)) != nil else { return }
+        try? record.seal(bytes)
+        record.closeOutput()
     }
 
     private func wireCode(for code: ConnectionError.Code) -> WireErrorCode? {
@@ -604,10 +608,7 @@ final class ConnectionCore {
             } else {
                 // Answer at once: whatever is still queued would never be read.
                 goodbyeSent = true
-                var bytes: [UInt8] = []
-                _ = try? encoder.encode(.goodbye(reason: 0, text: "goodbye"), into: &bytes)
-                try? record?.seal(bytes)
-                record?.closeOutput()
+                sealFinalFrame(.goodbye(reason: 0, text: "goodbye"), into: record)
                 finish(
                     ConnectionError(
                         code: .closedByPeer(code: code, text: text),
@@ -679,8 +680,7 @@ final class ConnectionCore {
     {
         guard let state = channels[channel] else {
             // A channel we reset or closed both ways: the peer may not know yet. It still costs connection credit.
-            let isLocal = channel % 2 == (role == .dialer ? 1 : 0)
-            if isLocal ? channel < nextLocalChannel : UInt64(channel) < nextRemoteChannelFloor {
+            if isForgotten(channel) {
                 do {
                     for frame in try flow.discard(count) { try enqueueControl(frame) }
                 } catch {

@@ -311,8 +311,16 @@ final class ConnectionDriver: @unchecked Sendable {
         service()
     }
 
-    func close(code: UInt32, text: String) {
+    /// Starts a graceful close from any thread: new sends fail from this moment, not from when the loop gets to
+    /// the close; if the loop has stopped, the connection is reported closed at once.
+    func requestClose(code: UInt32, text: String) {
         shared.closeOutbound(ConnectionError(code: .closedLocally, reason: "the connection is closing: \(text)"))
+        if !loop.execute({ [self] in close(code: code, text: text) }) {
+            shared.close(ConnectionError(code: .closedLocally, reason: "the event loop was shut down"))
+        }
+    }
+
+    private func close(code: UInt32, text: String) {
         core.close(now: loop.clock.now(), code: code, text: text, holdGoodbye: { [shared] in shared.hasOutbound })
         service()
     }

@@ -169,9 +169,6 @@ final class ConnectionShared: Sendable {
         for continuation in resumed { continuation.resume() }
     }
 
-    /// Bytes queued by `send` and not yet handed to the core (suspended senders' messages excluded).
-    var outboundBytes: Int { state.withLock { $0.outbound.bytes } }
-
     // MARK: Inbound
 
     /// Delivers a message to the application (loop side).

@@ -203,22 +203,13 @@ public final class PeerConnection: Sendable {
     /// - Returns: How the connection ended.
     @discardableResult
     public func close(code: UInt32 = 0, reason: String = "closed") async -> ConnectionError {
-        let driver = driver
-        // New sends fail from this moment, not from when the loop gets to the close.
-        driver.shared.closeOutbound(
-            ConnectionError(code: .closedLocally, reason: "the connection is closing: \(reason)"))
-        if !driver.loop.execute({ driver.close(code: code, text: reason) }) {
-            driver.shared.close(ConnectionError(code: .closedLocally, reason: "the event loop was shut down"))
-        }
+        driver.requestClose(code: code, text: reason)
         return await closed()
     }
 
     /// A connection nobody holds any more closes gracefully, instead of being kept alive by its keepalives.
     deinit {
-        let driver = driver
-        if !driver.loop.execute({ driver.close(code: 0, text: "released") }) {
-            driver.shared.close(ConnectionError(code: .closedLocally, reason: "the event loop was shut down"))
-        }
+        driver.requestClose(code: 0, text: "released")
     }
 
     /// Closes the TCP connection at once, without a goodbye; the peer sees the connection lost.

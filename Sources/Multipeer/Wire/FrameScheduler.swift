@@ -126,12 +126,6 @@ public struct FrameScheduler: Sendable {
     /// The channels with queued work, in the order they will next be served.
     public var activeChannels: [UInt32] { Array(ring[cursor...] + ring[..<cursor]) }
 
-    /// Whether `channel` already holds ``Limits/maximumQueuedItemsPerChannel`` items.
-    /// - Parameter channel: The channel.
-    public func isQueueFull(channel: UInt32) -> Bool {
-        queueRoom(channel: channel) == 0
-    }
-
     /// Whether a close was queued on `channel`, so nothing more may be queued.
     /// - Parameter channel: The channel.
     public func isClosing(channel: UInt32) -> Bool {
