@@ -245,10 +245,10 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Lends the loop's shared read buffer (`readBufferSize` bytes) to `body`. Loop thread only.
     ///
-    /// The buffer is scratch space between one `read` and the copy of its bytes: `body` must not keep the pointer,
-    /// and must copy what it read before calling out to anything that could re-enter (a precondition catches
-    /// nested use).
-    /// - Parameter body: Reads into the buffer and copies the bytes out.
+    /// The buffer is scratch space for one `read` and the handling of its bytes: `body` must not keep the pointer,
+    /// and nothing it calls may read another socket of this loop into the buffer (a precondition catches nested
+    /// use; socket reads only happen when the loop dispatches readiness events, never from handlers).
+    /// - Parameter body: Reads into the buffer and handles or copies the bytes.
     /// - Returns: What `body` returned.
     func withReadBuffer<T>(_ body: (UnsafeMutableRawBufferPointer) throws -> T) rethrows -> T {
         precondition(inEventLoop, "EventLoop read buffer used off the loop thread")

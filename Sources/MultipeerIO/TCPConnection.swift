@@ -36,7 +36,7 @@ public final class TCPConnection: @unchecked Sendable {
     private var token: UInt64 = 0
     private var interest: UInt32?
     private var state: State
-    private var onData: (([UInt8]) -> Void)?
+    private var onData: ((UnsafeRawBufferPointer) -> Void)?
     private var onClose: ((SystemCallError?) -> Void)?
     private var readingPaused = false
     private var peerClosed = false
@@ -122,9 +122,22 @@ public final class TCPConnection: @unchecked Sendable {
     ///     our buffered bytes were sent), or the error that broke it (`ECANCELED` with call `shutdown` when the
     ///     loop shuts down). Not called for `close()`.
     public func setHandlers(onData: @escaping ([UInt8]) -> Void, onClose: @escaping (SystemCallError?) -> Void) {
+        setHandlers(onBytes: { onData(Array($0)) }, onClose: onClose)
+    }
+
+    /// Sets the closures for received data and for the end of the connection, and starts reading, without
+    /// copying what was read: `onBytes` sees the loop's shared read buffer.
+    /// - Parameters:
+    ///   - onBytes: Called with each chunk of received bytes (at most `readChunkSize`). The pointer is valid only
+    ///     during the call: copy what must be kept. The closure may write, close, and resume tasks, but must not
+    ///     read from another socket of this loop (the buffer is lent to this read).
+    ///   - onClose: As for ``setHandlers(onData:onClose:)``.
+    public func setHandlers(
+        onBytes: @escaping (UnsafeRawBufferPointer) -> Void, onClose: @escaping (SystemCallError?) -> Void
+    ) {
         checkLoop()
         guard isOpen else { return }
-        self.onData = onData
+        self.onData = onBytes
         self.onClose = onClose
         updateInterest()
     }
@@ -148,6 +161,37 @@ public final class TCPConnection: @unchecked Sendable {
         }
         if bufferedByteCount >= lowWatermark && writabilityHandler != nil { waitingForWritability = true }
         updateInterest()
+    }
+
+    /// Sends as much of `bytes` as the kernel takes right away, straight from the caller's memory, and queues a
+    /// copy of the rest; the caller may reuse its buffer when this returns.
+    ///
+    /// Bytes written after `close()`, `shutdownWrite()` or a failure are discarded.
+    /// - Parameter bytes: The bytes to send.
+    public func write(_ bytes: UnsafeRawBufferPointer) {
+        checkLoop()
+        guard isOpen, !writeShutDown, !shutdownWritePending, let base = bytes.baseAddress, !bytes.isEmpty else {
+            return
+        }
+        var offset = 0
+        if bufferedByteCount == 0 && interest.map({ $0 & LinuxConstants.epollOut == 0 }) ?? true {
+            while offset < bytes.count {
+                let sent = Glibc.send(fd, base + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+                if sent >= 0 {
+                    offset += sent
+                    continue
+                }
+                let code = Glibc.errno
+                if code == EINTR { continue }
+                if isWouldBlock(code) { break }
+                writeShutDown = true  // discard further writes until the failure is reported
+                let error = SystemCallError(call: "send", errno: code)
+                loop.scheduleTimer(after: .zero) { [self] in fail(error) }
+                return
+            }
+            if offset == bytes.count { return }
+        }
+        write(Array(UnsafeRawBufferPointer(rebasing: bytes[offset...])))
     }
 
     /// Sets the closure called (on the loop thread) when buffered bytes drop below `lowWatermark` after having
@@ -321,16 +365,14 @@ public final class TCPConnection: @unchecked Sendable {
     private func readAvailable() {
         for _ in 0..<Self.maximumReadsPerWakeup {
             guard fd >= 0, !readingPaused, !peerClosed, let onData else { return }
-            // Read and copy inside the loan, so the shared buffer is free again before `onData` runs.
-            let (count, bytes, code) = loop.withReadBuffer { buffer -> (Int, [UInt8], Int32) in
+            // The handler sees the bytes in the loop's shared buffer, during the loan.
+            let (count, code) = loop.withReadBuffer { buffer -> (Int, Int32) in
                 let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
-                guard count > 0 else { return (count, [], count < 0 ? Glibc.errno : 0) }
-                return (count, Array(UnsafeRawBufferPointer(rebasing: buffer[0..<count])), 0)
+                guard count > 0 else { return (count, count < 0 ? Glibc.errno : 0) }
+                onData(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                return (count, 0)
             }
-            if count > 0 {
-                onData(bytes)
-                continue
-            }
+            if count > 0 { continue }
             if count == 0 {
                 peerClosed = true
                 if bufferedByteCount == 0 {

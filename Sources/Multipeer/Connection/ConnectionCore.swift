@@ -74,7 +74,6 @@ final class ConnectionCore {
     var scheduler: FrameScheduler
     var reassembler: MessageReassembler
     private var events: [Event] = []
-    private var plaintextScratch: [UInt8] = []
 
     private let handshakeDeadline: IOInstant
     private var lastReceive: IOInstant
@@ -163,23 +162,38 @@ final class ConnectionCore {
 
     /// Feeds bytes read from the socket.
     func receive(_ bytes: [UInt8], now: IOInstant) {
+        bytes.withUnsafeBytes { receive($0, now: now) }
+    }
+
+    /// Feeds bytes read from the socket; they are copied (or decoded) before this returns.
+    func receive(_ bytes: UnsafeRawBufferPointer, now: IOInstant) {
         guard phase != .closed, !bytes.isEmpty else { return }
         lastReceive = now
         do throws(ConnectionError) {
             if phase == .preamble {
-                preambleInput += bytes
+                preambleInput.append(contentsOf: bytes)
                 guard preambleInput.count >= Preamble.length else { return }
                 let rest = Array(preambleInput[Preamble.length...])
                 try handlePreamble(preambleInput[0..<Preamble.length])
                 preambleInput = []
-                guard phase != .closed, let record else { return }
-                if !rest.isEmpty { record.receivedFromNetwork(rest) }
+                guard phase != .closed else { return }
+                rest.withUnsafeBytes { feedRecordLayer($0) }
             } else {
-                record?.receivedFromNetwork(bytes)
+                feedRecordLayer(bytes)
             }
             try pump(now: now)
         } catch {
             fail(error)
+        }
+    }
+
+    /// Plaintext goes straight to the frame decoder; TLS records to the session.
+    private func feedRecordLayer(_ bytes: UnsafeRawBufferPointer) {
+        guard let record, !bytes.isEmpty else { return }
+        if record.passesThrough {
+            decoder.append(bytes)
+        } else {
+            record.receivedFromNetwork(bytes)
         }
     }
 
@@ -283,29 +297,24 @@ final class ConnectionCore {
             if !(role == .acceptor && configuration.groupSecret != nil) { try sendHello(record) }
         }
         while phase != .closed && !finished {
-            plaintextScratch.removeAll(keepingCapacity: true)
-            let closeNotify = try record.open(into: &plaintextScratch, maximum: 98_304)
-            if !plaintextScratch.isEmpty {
-                decoder.append(plaintextScratch)
-                while phase != .closed && !finished {
-                    let frame: Frame?
-                    do {
-                        frame = try decoder.next()
-                    } catch {
-                        throw decodingFailure(error)
-                    }
-                    guard let frame else { break }
-                    try handle(frame, now: now)
+            // Decrypted straight into the decoder, in bounded steps, each decoded before the next.
+            let (opened, closeNotify) = try record.open(into: &decoder, maximum: 98_304)
+            while phase != .closed && !finished {
+                let frame: Frame?
+                do {
+                    frame = try decoder.next()
+                } catch {
+                    throw decodingFailure(error)
                 }
+                guard let frame else { break }
+                try handle(frame, now: now)
             }
             if closeNotify {
                 receiveEndOfStream(now: now)
                 return
             }
-            if plaintextScratch.isEmpty { break }
+            if opened == 0 { break }
         }
-        // An idle connection keeps no bulk-sized scratch buffer.
-        if plaintextScratch.capacity > 0 { plaintextScratch = [] }
     }
 
     private func decodingFailure(_ error: FrameDecodingError) -> ConnectionError {
@@ -508,44 +517,67 @@ final class ConnectionCore {
     /// Bytes for the socket: the preamble, TLS handshake records, and frames chosen by the scheduler, at most
     /// about `limit` bytes of frames (whole frames, so a little more).
     func takeOutput(limit: Int = 262_144) -> [UInt8] {
-        var output = rawOutput
-        rawOutput = []
-        guard let record else { return output }
+        var output: [UInt8] = []
+        writeOutput(limit: limit) { output.append(contentsOf: $0) }
+        return output
+    }
+
+    /// Like ``takeOutput(limit:)``, but lends the bytes to `sink` (once or twice; not at all when there are
+    /// none) instead of copying them into a new array; the memory is reused for the next output.
+    func writeOutput(limit: Int, to sink: (UnsafeRawBufferPointer) -> Void) {
+        if !rawOutput.isEmpty {
+            rawOutput.withUnsafeBytes(sink)
+            rawOutput = []
+        }
+        guard let record else { return }
         if phase == .established || phase == .hello || phase == .closing, !finished {
             fillRecordLayer(record, limit: limit)
         }
-        let network = record.takeNetworkOutput()
-        if output.isEmpty { return network }
-        output += network
-        return output
+        record.drainNetworkOutput(sink)
+    }
+
+    /// Frees the buffers kept for reuse between reads and writes wherever they hold nothing. The driver calls
+    /// this when the connection is established and on every timer (keepalive) tick, so an idle connection
+    /// holds none while a busy one reuses them instead of allocating (and page-faulting) for every batch.
+    func releaseIdleBuffers() {
+        decoder.releaseIdleBuffer()
+        record?.releaseIdleBuffers()
     }
 
     /// Frames from the scheduler, sealed into the record layer until `limit` bytes are pending.
     private func fillRecordLayer(_ record: any RecordLayer, limit: Int) {
-        var plaintext: [UInt8] = []
-        while !goodbyeSent && record.pendingNetworkOutput + plaintext.count < limit {
-            guard let frame = scheduler.next(flow: &flow) else { break }
-            accountSent(frame)
-            do {
-                try encoder.encode(frame, into: &plaintext)
-            } catch {
-                fail(ConnectionError(code: .internalFailure, reason: "could not encode a frame: \(error)"))
-                return
-            }
-        }
-        if closeRequested, !goodbyeSent, queuedBytes == 0, scheduler.queuedControlFrames == 0,
-            scheduler.activeChannels.isEmpty, !holdGoodbye(), let goodbye = pendingGoodbye
-        {
-            goodbyeSent = true
-            _ = try? encoder.encode(
-                .goodbye(reason: goodbye.code, text: validUTF8Prefix(goodbye.text)), into: &plaintext)
-            if goodbyeReceived != nil { finished = true }
-        }
-        guard !plaintext.isEmpty else { return }
+        let room = limit - record.pendingNetworkOutput
+        guard room > 0, !goodbyeSent else { return }
+        var failure: ConnectionError?
         do {
-            try record.seal(plaintext)
+            try record.seal { plaintext in
+                let start = plaintext.count
+                while !goodbyeSent && plaintext.count - start < room {
+                    guard let frame = scheduler.next(flow: &flow) else { break }
+                    accountSent(frame)
+                    do {
+                        try encoder.encode(frame, into: &plaintext)
+                    } catch {
+                        failure = ConnectionError(code: .internalFailure, reason: "could not encode a frame: \(error)")
+                        return
+                    }
+                }
+                if closeRequested, !goodbyeSent, queuedBytes == 0, scheduler.queuedControlFrames == 0,
+                    scheduler.activeChannels.isEmpty, !holdGoodbye(), let goodbye = pendingGoodbye
+                {
+                    goodbyeSent = true
+                    _ = try? encoder.encode(
+                        .goodbye(reason: goodbye.code, text: validUTF8Prefix(goodbye.text)), into: &plaintext)
+                    if goodbyeReceived != nil { finished = true }
+                }
+            }
         } catch {
             fail(error, notifyPeer: false)
+            return
+        }
+        if let failure {
+            fail(failure)
+            return
         }
         if goodbyeSent { record.closeOutput() }
     }

@@ -64,7 +64,7 @@ final class ConnectionDriver: @unchecked Sendable {
     func start() {
         guard let socket else { return }
         socket.setHandlers(
-            onData: { [self] bytes in
+            onBytes: { [self] bytes in
                 core.receive(bytes, now: loop.clock.now())
                 service()
             },
@@ -115,8 +115,7 @@ final class ConnectionDriver: @unchecked Sendable {
         deliverEvents()
         if core.finished, let socket {
             // The last frames (error, goodbye, close_notify) must reach the socket before it is shut.
-            let last = core.takeOutput(limit: Int.max)
-            if !last.isEmpty { socket.write(last) }
+            core.writeOutput(limit: Int.max) { socket.write($0) }
             if socket.bufferedByteCount == 0 {
                 finishSocket(socket)
             } else {
@@ -173,9 +172,12 @@ final class ConnectionDriver: @unchecked Sendable {
         guard let socket else { return false }
         var wrote = false
         while socket.bufferedByteCount < Self.highWatermark {
-            let output = core.takeOutput(limit: Self.outputChunk)
-            if output.isEmpty { break }
-            socket.write(output)
+            var wroteNow = false
+            core.writeOutput(limit: Self.outputChunk) { bytes in
+                socket.write(bytes)
+                wroteNow = true
+            }
+            guard wroteNow else { break }
             wrote = true
         }
         return wrote
@@ -185,6 +187,7 @@ final class ConnectionDriver: @unchecked Sendable {
         for event in core.takeEvents() {
             switch event {
             case .established(let peer):
+                core.releaseIdleBuffers()  // the handshake's
                 startDatagrams()
                 onSetup?(.success(peer))
                 onSetup = nil
@@ -297,6 +300,7 @@ final class ConnectionDriver: @unchecked Sendable {
             }
             core.tick(now: loop.clock.now())
             service()
+            core.releaseIdleBuffers()
         }
     }
 

@@ -3,21 +3,31 @@
 /// Loop-confined and non-blocking: bytes from the socket go in with ``receivedFromNetwork(_:)``, bytes for the
 /// socket come out of ``takeNetworkOutput()``.
 protocol RecordLayer: AnyObject {
-    /// Feeds bytes read from the socket.
-    func receivedFromNetwork(_ bytes: [UInt8])
+    /// Whether application bytes pass through unprotected (plaintext): then the connection feeds received bytes
+    /// straight to its frame decoder and never calls ``receivedFromNetwork(_:)`` or ``open(into:maximum:)``
+    /// after the handshake.
+    var passesThrough: Bool { get }
+    /// Feeds (a copy of) bytes read from the socket.
+    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer)
     /// Drives the handshake; true once it is complete on this side. Plaintext is complete at once.
     func advanceHandshake() throws(ConnectionError) -> Bool
-    /// Everything to write to the socket, removed from the layer; empty when nothing is pending.
-    func takeNetworkOutput() -> [UInt8]
-    /// Bytes waiting in ``takeNetworkOutput()``.
+    /// Hands everything pending for the socket to `body` without copying, then forgets it; `body` is not
+    /// called when nothing is pending. The memory is reused by the next output.
+    func drainNetworkOutput(_ body: (UnsafeRawBufferPointer) -> Void)
+    /// Bytes waiting in ``drainNetworkOutput(_:)``.
     var pendingNetworkOutput: Int { get }
-    /// Protects and queues application bytes (after the handshake).
-    func seal(_ plaintext: [UInt8]) throws(ConnectionError)
-    /// Appends at most `maximum` received application bytes to `output`.
-    /// - Returns: true once the peer has said it will send nothing more (a TLS close_notify).
-    func open(into output: inout [UInt8], maximum: Int) throws(ConnectionError) -> Bool
+    /// Protects and queues application bytes (after the handshake): `encode` appends frames to the plaintext
+    /// buffer it is given (a reused scratch buffer for TLS, the network output itself for plaintext).
+    func seal(_ encode: (inout [UInt8]) -> Void) throws(ConnectionError)
+    /// Moves at most `maximum` received application bytes (decrypted) into `decoder`.
+    /// - Returns: How many bytes were moved, and whether the peer has said it will send nothing more (a TLS
+    ///   close_notify).
+    func open(into decoder: inout FrameDecoder, maximum: Int) throws(ConnectionError) -> (count: Int, closeNotify: Bool)
     /// Says that this side will send nothing more (a TLS close_notify; nothing for plaintext).
     func closeOutput()
+    /// Frees the buffers kept for reuse wherever they hold nothing (see
+    /// ``ConnectionCore/releaseIdleBuffers()``).
+    func releaseIdleBuffers()
     /// The fingerprint the peer proved in the handshake, or nil for plaintext.
     var authenticatedPeer: PeerFingerprint? { get }
     /// Keying material exported from the session for `label` (RFC 8446 section 7.5, empty context), or nil
@@ -27,55 +37,47 @@ protocol RecordLayer: AnyObject {
     var protectionDescription: String { get }
 }
 
-/// The record layer of an unencrypted connection: bytes pass through unchanged.
+extension RecordLayer {
+    /// Protects and queues `plaintext` (after the handshake).
+    func seal(_ plaintext: [UInt8]) throws(ConnectionError) {
+        try seal { $0.append(contentsOf: plaintext) }
+    }
+}
+
+/// The record layer of an unencrypted connection: bytes pass through unchanged, received ones straight into
+/// the connection's frame decoder, and frames are encoded straight into the network output.
 final class PlaintextRecordLayer: RecordLayer {
-    private var input: [UInt8] = []
-    private var inputHead = 0
     private var output: [UInt8] = []
 
-    func receivedFromNetwork(_ bytes: [UInt8]) {
-        if inputHead == input.count {
-            input = bytes
-            inputHead = 0
-        } else {
-            input.append(contentsOf: bytes)
-        }
+    var passesThrough: Bool { true }
+
+    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer) {
+        preconditionFailure("plaintext bytes go straight to the frame decoder")
     }
 
     func advanceHandshake() throws(ConnectionError) -> Bool { true }
 
-    func takeNetworkOutput() -> [UInt8] {
-        defer { output = [] }
-        return output
+    func drainNetworkOutput(_ body: (UnsafeRawBufferPointer) -> Void) {
+        guard !output.isEmpty else { return }
+        output.withUnsafeBytes(body)
+        output.removeAll(keepingCapacity: true)
     }
 
     var pendingNetworkOutput: Int { output.count }
 
-    func seal(_ plaintext: [UInt8]) throws(ConnectionError) {
-        if output.isEmpty {
-            output = plaintext
-        } else {
-            output.append(contentsOf: plaintext)
-        }
+    func seal(_ encode: (inout [UInt8]) -> Void) throws(ConnectionError) {
+        encode(&output)
     }
 
-    func open(into output: inout [UInt8], maximum: Int) throws(ConnectionError) -> Bool {
-        let count = min(maximum, input.count - inputHead)
-        guard count > 0 else { return false }
-        if output.isEmpty && inputHead == 0 && count == input.count {
-            output = input
-        } else {
-            output.append(contentsOf: input[inputHead..<inputHead + count])
-        }
-        inputHead += count
-        if inputHead == input.count {
-            input = []
-            inputHead = 0
-        }
-        return false
+    func open(into decoder: inout FrameDecoder, maximum: Int) throws(ConnectionError) -> (count: Int, closeNotify: Bool) {
+        (0, false)
     }
 
     func closeOutput() {}
+
+    func releaseIdleBuffers() {
+        if output.isEmpty { output = [] }
+    }
 
     var authenticatedPeer: PeerFingerprint? { nil }
 

@@ -59,12 +59,16 @@ final class TLSContexts: @unchecked Sendable {
 /// The record layer of an encrypted connection: a ``TLSSession``.
 final class TLSRecordLayer: RecordLayer {
     let session: TLSSession
+    /// Frames are encoded here before encryption; kept between seals while the connection is busy.
+    private var plaintext: [UInt8] = []
 
     init(session: TLSSession) {
         self.session = session
     }
 
-    func receivedFromNetwork(_ bytes: [UInt8]) {
+    var passesThrough: Bool { false }
+
+    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer) {
         session.receivedCiphertext(bytes)
     }
 
@@ -72,13 +76,15 @@ final class TLSRecordLayer: RecordLayer {
         try session.advanceHandshake()
     }
 
-    func takeNetworkOutput() -> [UInt8] {
-        session.takeCiphertext()
+    func drainNetworkOutput(_ body: (UnsafeRawBufferPointer) -> Void) {
+        session.drainCiphertext(body)
     }
 
     var pendingNetworkOutput: Int { session.pendingCiphertextByteCount }
 
-    func seal(_ plaintext: [UInt8]) throws(ConnectionError) {
+    func seal(_ encode: (inout [UInt8]) -> Void) throws(ConnectionError) {
+        plaintext.removeAll(keepingCapacity: true)
+        encode(&plaintext)
         var failure: ConnectionError?
         plaintext.withUnsafeBytes { bytes in
             do throws(ConnectionError) {
@@ -87,16 +93,26 @@ final class TLSRecordLayer: RecordLayer {
                 failure = error
             }
         }
+        plaintext.removeAll(keepingCapacity: true)
         if let failure { throw failure }
     }
 
-    func open(into output: inout [UInt8], maximum: Int) throws(ConnectionError) -> Bool {
-        guard session.isHandshakeComplete else { return false }
-        return try session.decrypt(into: &output, maximum: maximum) == .closeNotify
+    func open(into decoder: inout FrameDecoder, maximum: Int) throws(ConnectionError) -> (count: Int, closeNotify: Bool) {
+        guard session.isHandshakeComplete else { return (0, false) }
+        var status = TLSReadStatus.ok
+        let count = try decoder.fill { (buffer) throws(ConnectionError) in
+            status = try session.decrypt(into: &buffer, maximum: maximum)
+        }
+        return (count, status == .closeNotify)
     }
 
     func closeOutput() {
         session.sendCloseNotify()
+    }
+
+    func releaseIdleBuffers() {
+        if plaintext.isEmpty { plaintext = [] }
+        session.releaseIdleBuffers()
     }
 
     var authenticatedPeer: PeerFingerprint? { session.peerFingerprint }

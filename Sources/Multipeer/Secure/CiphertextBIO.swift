@@ -8,9 +8,10 @@ internal import COpenSSL
 /// - Idle memory. A memory BIO's buffer keeps the largest size it ever grew to, and a BIO pair allocates two
 ///   fixed ring buffers for its whole life. Here both directions are plain arrays that are released as soon
 ///   as they are empty, so an idle session holds no ciphertext storage at all.
-/// - Fewer copies. ``takeOutgoing()`` hands the array OpenSSL wrote into to the caller as it is, where a
-///   memory BIO or BIO pair would need one more copy out of OpenSSL's buffer; and ``receive(_:)-([UInt8])``
-///   adopts the caller's array without copying when nothing else is waiting.
+/// - Fewer copies. ``drainOutgoing(_:)`` lends the array OpenSSL wrote into to the socket write (which copies
+///   only what the kernel did not take), where a memory BIO or BIO pair would need one more copy out of
+///   OpenSSL's buffer; and ``receive(_:)-([UInt8])`` adopts the caller's array without copying when nothing else
+///   is waiting.
 /// - No size limit to manage: a BIO pair's fixed buffer would make large writes stall half-way (and need
 ///   `SSL_MODE_ENABLE_PARTIAL_WRITE` and retries), while this BIO accepts every write in full.
 /// The cost is a function call per OpenSSL read or write, which is two calls per 16 KB record.
@@ -56,7 +57,7 @@ final class CiphertextBuffers {
     }
 
     /// Copies up to `count` unread bytes to `destination` for OpenSSL; returns how many (0 when none are
-    /// waiting). Releases the storage once everything was read.
+    /// waiting). The storage is kept for the next bytes until ``releaseIdle()``.
     func read(into destination: UnsafeMutableRawPointer, count: Int) -> Int {
         let available = incomingByteCount
         guard available > 0, count > 0 else { return 0 }
@@ -66,7 +67,7 @@ final class CiphertextBuffers {
         }
         incomingOffset += length
         if incomingOffset == incoming.count {
-            incoming = []
+            incoming.removeAll(keepingCapacity: true)
             incomingOffset = 0
         }
         return length
@@ -90,6 +91,23 @@ final class CiphertextBuffers {
         var bytes: [UInt8] = []
         swap(&bytes, &outgoing)
         return bytes
+    }
+
+    /// Hands everything waiting to be sent to `body`, then empties the buffer but keeps its memory for the next
+    /// records (a new buffer for every batch would cost an allocation and its page faults).
+    func drainOutgoing(_ body: (UnsafeRawBufferPointer) -> Void) {
+        guard !outgoing.isEmpty else { return }
+        outgoing.withUnsafeBytes(body)
+        outgoing.removeAll(keepingCapacity: true)
+    }
+
+    /// Frees the memory of whichever buffer holds nothing.
+    func releaseIdle() {
+        if outgoing.isEmpty { outgoing = [] }
+        if incomingByteCount == 0 {
+            incoming = []
+            incomingOffset = 0
+        }
     }
 }
 

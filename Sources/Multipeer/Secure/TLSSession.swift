@@ -132,6 +132,17 @@ final class TLSSession {
         buffers.takeOutgoing()
     }
 
+    /// Lends everything to send to the peer to `body` (not called when there is nothing), then forgets it; the
+    /// memory is kept for the next records until ``releaseIdleBuffers()``.
+    func drainCiphertext(_ body: (UnsafeRawBufferPointer) -> Void) {
+        buffers.drainOutgoing(body)
+    }
+
+    /// Frees the ciphertext memory kept for reuse, where nothing is waiting in it.
+    func releaseIdleBuffers() {
+        buffers.releaseIdle()
+    }
+
     /// The number of bytes ``takeCiphertext()`` would return.
     var pendingCiphertextByteCount: Int { buffers.outgoingByteCount }
 

@@ -16,7 +16,6 @@ public struct FrameDecoder: Sendable {
     private var readIndex = 0
     private var failure: FrameDecodingError?
     /// Buffer capacity kept while idle; more is released once every buffered byte has been decoded.
-    static let idleCapacity = 16 * 1024
 
     /// Creates a decoder.
     /// - Parameter limits: The bounds to enforce; protocol version 1 defaults.
@@ -40,19 +39,40 @@ public struct FrameDecoder: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
+    /// Appends the bytes of a read without going through an intermediate array.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        append(bytes.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Lets `body` append bytes straight to the decoder's buffer (decrypting into it, for example); `body` must
+    /// only append. Nothing happens once decoding has failed.
+    /// - Returns: How many bytes `body` appended.
+    mutating func fill<E: Error>(_ body: (inout [UInt8]) throws(E) -> Void) throws(E) -> Int {
+        guard failure == nil else { return 0 }
+        if readIndex > 0 {
+            buffer.removeSubrange(0..<readIndex)
+            readIndex = 0
+        }
+        let before = buffer.count
+        try body(&buffer)
+        return buffer.count - before
+    }
+
+    /// Frees the buffer's memory if every byte was decoded (the connection calls this when it is idle; a busy
+    /// one keeps reusing the memory).
+    mutating func releaseIdleBuffer() {
+        guard readIndex == buffer.count, buffer.capacity > 0 else { return }
+        buffer = []
+        readIndex = 0
+    }
+
     /// Decodes the next frame if all of its bytes have arrived.
     /// - Returns: The frame, or `nil` when more bytes are needed.
     /// - Throws: ``FrameDecodingError`` when the bytes cannot be a valid frame; the decoder stays failed.
     public mutating func next() throws(FrameDecodingError) -> Frame? {
         if let failure { throw failure }
         do throws(FrameDecodingError) {
-            let frame = try decodeNext()
-            if frame == nil && readIndex == buffer.count && buffer.capacity > Self.idleCapacity {
-                // Everything was decoded: an idle connection does not keep a bulk transfer's buffer.
-                buffer = []
-                readIndex = 0
-            }
-            return frame
+            return try decodeNext()
         } catch {
             failure = error
             buffer = []
