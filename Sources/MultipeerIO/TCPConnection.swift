@@ -372,7 +372,12 @@ public final class TCPConnection: @unchecked Sendable {
                 onData(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 return (count, 0)
             }
-            if count > 0 { continue }
+            // A read that did not fill the buffer took everything the kernel had (very likely): skip the read
+            // that would only say EAGAIN. If more arrived meanwhile, level-triggered epoll reports it again.
+            if count > 0 {
+                if count < Self.readChunkSize { return }
+                continue
+            }
             if count == 0 {
                 peerClosed = true
                 if bufferedByteCount == 0 {

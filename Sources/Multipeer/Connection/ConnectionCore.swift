@@ -864,6 +864,30 @@ final class ConnectionCore {
         queuedBytes += bytes.count
     }
 
+    /// Queues messages on the default message channel, in order, all or none (the batch must fit in
+    /// ``queueRoom(channel:)``): ``sendMessage(_:channel:)`` for many messages at the cost of one.
+    func sendMessages(_ messages: [[UInt8]]) throws(ConnectionError) {
+        guard phase == .established || (phase == .closing && !goodbyeSent) else { throw notOpen() }
+        var total = 0
+        for message in messages {
+            guard UInt64(message.count) <= configuration.frameLimits.maximumMessageLength else {
+                throw ConnectionError(
+                    code: .invalidConfiguration,
+                    reason:
+                        "a \(message.count)-byte message exceeds the "
+                        + "\(configuration.frameLimits.maximumMessageLength)-byte limit; send it as a stream or resource")
+            }
+            total += message.count
+        }
+        try checkWritable(defaultMessageChannel)
+        do {
+            try scheduler.enqueueMessages(messages, channel: defaultMessageChannel)
+        } catch {
+            throw ConnectionError(code: .internalFailure, reason: "\(error)")
+        }
+        queuedBytes += total
+    }
+
     /// Queues stream bytes on `channel`.
     func write(_ bytes: [UInt8], channel: UInt32) throws(ConnectionError) {
         guard phase == .established else { throw notOpen() }

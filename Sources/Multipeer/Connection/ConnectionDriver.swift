@@ -133,17 +133,13 @@ final class ConnectionDriver: @unchecked Sendable {
         guard core.phase == .established || core.phase == .closing else { return false }
         var moved = false
         while core.queuedBytes < core.configuration.sendBufferLimit && core.canQueue(channel: 0) {
-            let batch = shared.takeOutbound(upTo: core.queueRoom(channel: 0))
+            let (batch, bytes) = shared.takeOutbound(upTo: core.queueRoom(channel: 0))
             if batch.isEmpty { break }
-            var bytes = 0
-            for message in batch {
-                do {
-                    try core.sendMessage(message)
-                } catch {
-                    core.fail(error)
-                    return true
-                }
-                bytes += message.count
+            do {
+                try core.sendMessages(batch)
+            } catch {
+                core.fail(error)
+                return true
             }
             shared.outboundSent(bytes)
             moved = true
@@ -184,15 +180,26 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     private func deliverEvents() {
+        // Consecutive messages are handed over under one lock; anything else first flushes them, so the
+        // application sees every message before, say, the end of the connection.
+        var messages: [[UInt8]] = []
         for event in core.takeEvents() {
+            if case .message(_, let bytes) = event {
+                messages.append(bytes)
+                continue
+            }
+            if !messages.isEmpty {
+                shared.deliver(batch: messages)
+                messages = []
+            }
             switch event {
             case .established(let peer):
                 core.releaseIdleBuffers()  // the handshake's
                 startDatagrams()
                 onSetup?(.success(peer))
                 onSetup = nil
-            case .message(_, let bytes):
-                shared.deliver(bytes)
+            case .message:
+                break  // batched above
             case .channelOpened(let channel, let kind, let name):
                 guard kind != .message else { continue }
                 let stream = PeerStream(driver: self, channel: channel, name: name)
@@ -234,6 +241,7 @@ final class ConnectionDriver: @unchecked Sendable {
                 pingWaiters = [:]
             }
         }
+        if !messages.isEmpty { shared.deliver(batch: messages) }
     }
 
     /// Registers this connection with the datagram endpoint once the core agreed on a datagram path.
@@ -301,6 +309,16 @@ final class ConnectionDriver: @unchecked Sendable {
             core.tick(now: loop.clock.now())
             service()
             core.releaseIdleBuffers()
+        }
+    }
+
+    /// Runs ``service()`` now when called on the loop thread (a task running on the loop, see
+    /// ``EventLoop``'s `TaskExecutor` conformance), else as soon as the loop gets to it. Any thread.
+    func serviceSoon() {
+        if loop.inEventLoop {
+            service()
+        } else {
+            loop.execute { [self] in service() }
         }
     }
 

@@ -113,22 +113,29 @@ final class ConnectionShared: Sendable {
 
     // MARK: Outbound (loop side)
 
-    /// Takes up to `count` queued messages for the core.
-    func takeOutbound(upTo count: Int) -> [[UInt8]] {
+    /// Takes up to `count` queued messages for the core, with their total size.
+    func takeOutbound(upTo count: Int) -> (messages: [[UInt8]], bytes: Int) {
         state.withLock { state in
             state.outbound.kickScheduled = false
             let available = state.outbound.messages.count - state.outbound.head
             let taken = min(count, available)
-            guard taken > 0 else { return [] }
-            let end = state.outbound.head + taken
-            let messages = Array(state.outbound.messages[state.outbound.head..<end])
-            state.outbound.head = end
-            if end == state.outbound.messages.count {
-                state.outbound.messages.removeAll(keepingCapacity: state.outbound.messages.count <= 4096)
-                state.outbound.head = 0
-            }
+            guard taken > 0 else { return ([], 0) }
             state.outbound.kickScheduled = true  // the loop is draining; senders need not wake it
-            return messages
+            var messages: [[UInt8]] = []
+            if state.outbound.head == 0 && taken == available {
+                // All of them: the array changes hands, no message is copied or retained again.
+                swap(&messages, &state.outbound.messages)
+                state.outbound.messages.reserveCapacity(min(messages.count, 4096))
+            } else {
+                let end = state.outbound.head + taken
+                messages = Array(state.outbound.messages[state.outbound.head..<end])
+                state.outbound.head = end
+                if end == state.outbound.messages.count {
+                    state.outbound.messages.removeAll(keepingCapacity: state.outbound.messages.count <= 4096)
+                    state.outbound.head = 0
+                }
+            }
+            return (messages, messages.reduce(0) { $0 + $1.count })
         }
     }
 
@@ -191,6 +198,33 @@ final class ConnectionShared: Sendable {
         reader?.resume(returning: message)
     }
 
+    /// Delivers reliable messages in order with one lock (loop side): waiting readers get the first ones, the
+    /// rest are queued.
+    func deliver(batch: [[UInt8]]) {
+        guard batch.count > 1 else {
+            if let message = batch.first { deliver(message) }
+            return
+        }
+        let handed = state.withLock { state -> [(CheckedContinuation<[UInt8]?, Never>, [UInt8])] in
+            var handed: [(CheckedContinuation<[UInt8]?, Never>, [UInt8])] = []
+            var index = 0
+            // Readers only wait while nothing is queued, so handing them the first messages keeps the order.
+            while index < batch.count, !state.inbound.readers.isEmpty {
+                state.inbound.handedOver += batch[index].count
+                handed.append((state.inbound.readers.removeFirst(), batch[index]))
+                index += 1
+            }
+            while index < batch.count {
+                state.inbound.messages.append(batch[index])
+                state.inbound.reliable.append(true)
+                state.inbound.bytes += batch[index].count
+                index += 1
+            }
+            return handed
+        }
+        for (reader, message) in handed { reader.resume(returning: message) }
+    }
+
     /// Bytes of delivered messages the application has not taken yet.
     var unreadBytes: Int { state.withLock { $0.inbound.bytes } }
 
@@ -236,6 +270,27 @@ final class ConnectionShared: Sendable {
             if shouldWake { wake() }
             return message
         }
+    }
+
+    /// Up to `limit` queued messages (at least one, whatever its size, and then no more than 64 KiB in all), or
+    /// a message a waiting reader was handed; empty once the connection closed and every message was taken.
+    /// Taking several under one lock is what lets a reader keep up with many small messages.
+    func nextMessages(limit: Int, consumed wake: @escaping @Sendable () -> Void) async -> [[UInt8]] {
+        let (batch, shouldWake) = state.withLock { state -> ([[UInt8]], Bool) in
+            var batch: [[UInt8]] = []
+            var bytes = 0
+            var shouldWake = false
+            while batch.count < limit, bytes < 65_536, let (message, wake) = Self.pop(&state.inbound) {
+                batch.append(message)
+                bytes += message.count
+                shouldWake = shouldWake || wake
+            }
+            return (batch, shouldWake)
+        }
+        if shouldWake { wake() }
+        if !batch.isEmpty { return batch }
+        guard let message = await nextMessage(consumed: wake) else { return [] }
+        return [message]
     }
 
     /// Reads taken since the last report are told to the loop in batches of ``consumedReportBatch`` bytes: the

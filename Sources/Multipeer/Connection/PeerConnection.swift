@@ -116,9 +116,7 @@ public final class PeerConnection: Sendable {
                 reason: "a \(message.count)-byte message exceeds the \(limit)-byte limit; send it as a stream")
         }
         let driver = driver
-        try await driver.shared.enqueue(message) {
-            driver.loop.execute { driver.service() }
-        }
+        try await driver.shared.enqueue(message) { driver.serviceSoon() }
     }
 
     /// Sends a message that may be lost (Apple's `.unreliable` mode): one AES-GCM-protected UDP datagram,
@@ -154,15 +152,31 @@ public final class PeerConnection: Sendable {
         /// Creates the iterator.
         public func makeAsyncIterator() -> Iterator { Iterator(connection: connection) }
 
-        /// Takes the messages one by one.
+        /// Takes the messages in order. An iterator takes up to 64 queued messages (64 KiB) at a time and hands
+        /// them out one by one; several iterators of one connection share its messages between them.
         public struct Iterator: AsyncIteratorProtocol {
             /// Held so the connection stays open while someone iterates its messages.
             let connection: PeerConnection
+            private var taken: [[UInt8]] = []
+            private var index = 0
+
+            init(connection: PeerConnection) {
+                self.connection = connection
+            }
 
             /// The next message, or nil once the connection closed.
             public mutating func next() async -> [UInt8]? {
-                let driver = connection.driver
-                return await driver.shared.nextMessage { driver.loop.execute { driver.service() } }
+                if index == taken.count {
+                    let driver = connection.driver
+                    taken = await driver.shared.nextMessages(limit: 64) { driver.serviceSoon() }
+                    index = 0
+                    guard !taken.isEmpty else { return nil }
+                }
+                // Handed over, not kept: the iterator holds no message the application already has.
+                let message = taken[index]
+                taken[index] = []
+                index += 1
+                return message
             }
         }
     }

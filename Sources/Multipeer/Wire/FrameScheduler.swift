@@ -77,6 +77,12 @@ public struct FrameScheduler: Sendable {
         var count: Int { items.count - head }
         var isEmpty: Bool { head == items.count }
         var first: Item? { head < items.count ? items[head] : nil }
+
+        /// Whether the first item is a message of at most `limit` bytes (read in place, without copying it).
+        func headIsMessage(atMost limit: Int) -> Bool {
+            guard head < items.count, case .message = items[head].kind else { return false }
+            return items[head].bytes.count <= limit
+        }
         /// Data bytes queued and not sent yet.
         var unsentBytes: Int { items[head...].reduce(0) { $0 + $1.bytes.count - $1.sent } }
 
@@ -173,6 +179,29 @@ public struct FrameScheduler: Sendable {
     ///   - bytes: The bytes.
     ///   - channel: The channel.
     /// - Throws: ``FrameSchedulerError``.
+    /// Queues several messages on `channel` in order, all or none: the batch must fit in the channel's queue.
+    /// - Parameters:
+    ///   - messages: The messages, each sent whole or in fragments like ``enqueueMessage(_:channel:)``.
+    ///   - channel: A writable channel (not 0).
+    /// - Throws: ``FrameSchedulerError`` if the channel is not writable or the batch does not fit.
+    public mutating func enqueueMessages(_ messages: [[UInt8]], channel: UInt32) throws(FrameSchedulerError) {
+        guard !messages.isEmpty else { return }
+        guard channel != 0, !closing.contains(channel) else { throw .channelNotWritable(channel) }
+        var queue = queues.removeValue(forKey: channel) ?? ItemQueue()
+        guard queue.count + messages.count <= limits.maximumQueuedItemsPerChannel else {
+            if !queue.isEmpty { queues[channel] = queue }
+            throw .channelQueueFull(channel: channel, limit: limits.maximumQueuedItemsPerChannel)
+        }
+        if queue.isEmpty { ring.append(channel) }
+        var id = nextMessageID[channel, default: 0]
+        for message in messages {
+            queue.append(Item(kind: .message(id: id), bytes: message))
+            id &+= 1
+        }
+        nextMessageID[channel] = id
+        queues[channel] = queue
+    }
+
     public mutating func enqueueData(_ bytes: [UInt8], channel: UInt32) throws(FrameSchedulerError) {
         // An empty write has nothing to send; it still must be a writable channel.
         guard !bytes.isEmpty else {
@@ -248,8 +277,7 @@ public struct FrameScheduler: Sendable {
     }
 
     private func headIsSmallMessage(_ channel: UInt32) -> Bool {
-        guard let item = queues[channel]?.first, case .message = item.kind else { return false }
-        return item.bytes.count <= limits.smallMessageLength
+        queues[channel]?.headIsMessage(atMost: limits.smallMessageLength) ?? false
     }
 
     /// Builds the next frame of `channel`'s first item, or returns `nil` if its credit does not allow one.
@@ -279,9 +307,10 @@ public struct FrameScheduler: Sendable {
             guard let count = reserve(channel: channel, overhead: overhead, remaining: remaining, flow: &flow) else {
                 return nil
             }
+            // A message sent whole shares the caller's array; a fragment is a copy of its part.
             let fragment = Frame.MessageFragment(
                 id: id, totalLength: item.started ? nil : UInt64(item.bytes.count), isLast: count == remaining,
-                bytes: Array(item.bytes[item.sent..<item.sent + count]))
+                bytes: count == item.bytes.count ? item.bytes : Array(item.bytes[item.sent..<item.sent + count]))
             frame = .message(channel: channel, fragment: fragment)
             item.started = true
             item.sent += count
