@@ -33,7 +33,8 @@ struct TLSPair {
     init(
         clientIdentity: PeerIdentity? = nil, serverIdentity: PeerIdentity? = nil,
         expectedPeer: PeerFingerprint?? = .none, clientHooks: TLSContextTestHooks = TLSContextTestHooks(),
-        serverHooks: TLSContextTestHooks = TLSContextTestHooks()
+        serverHooks: TLSContextTestHooks = TLSContextTestHooks(), clientOwnRecordLayer: Bool = true,
+        serverOwnRecordLayer: Bool = true
     ) throws {
         let clientIdentity = try clientIdentity ?? PeerIdentity.generate(displayName: "client")
         let serverIdentity = try serverIdentity ?? PeerIdentity.generate(displayName: "server")
@@ -41,8 +42,10 @@ struct TLSPair {
         self.serverIdentity = serverIdentity
         let clientContext = try TLSContext(identity: clientIdentity, role: .client, testHooks: clientHooks)
         let serverContext = try TLSContext(identity: serverIdentity, role: .server, testHooks: serverHooks)
-        client = try TLSSession(context: clientContext, expectedPeer: expectedPeer ?? serverIdentity.fingerprint)
-        server = try TLSSession(context: serverContext, expectedPeer: nil)
+        client = try TLSSession(
+            context: clientContext, expectedPeer: expectedPeer ?? serverIdentity.fingerprint,
+            ownRecordLayer: clientOwnRecordLayer)
+        server = try TLSSession(context: serverContext, expectedPeer: nil, ownRecordLayer: serverOwnRecordLayer)
     }
 
     /// A pair of sessions from existing contexts, the client expecting `expectedPeer`.

@@ -49,6 +49,29 @@ final class CiphertextBuffers {
         incoming.append(contentsOf: bytes.assumingMemoryBound(to: UInt8.self))
     }
 
+    /// Lends the unread received bytes to `body`, which returns how many it used (they count as read).
+    func consumeIncoming<E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> Int) throws(E) {
+        guard incomingByteCount > 0 else { return }
+        let offset = incomingOffset
+        let result = incoming.withUnsafeBytes { bytes -> Result<Int, E> in
+            do throws(E) {
+                return .success(try body(UnsafeRawBufferPointer(rebasing: bytes[offset...])))
+            } catch {
+                return .failure(error)
+            }
+        }
+        incomingOffset += try result.get()
+        if incomingOffset == incoming.count {
+            incoming.removeAll(keepingCapacity: true)
+            incomingOffset = 0
+        }
+    }
+
+    /// Lets `body` append to the outgoing bytes (records sealed without OpenSSL's record layer).
+    func appendOutgoing<E: Error>(_ body: (inout [UInt8]) throws(E) -> Void) throws(E) {
+        try body(&outgoing)
+    }
+
     /// Drops the bytes OpenSSL has read, so appending does not keep them alive.
     private func compactIncoming() {
         guard incomingOffset > 0 else { return }

@@ -25,6 +25,8 @@ struct TLSContextTestHooks {
     var omitsCertificate = false
     /// Present a second certificate after the identity's, for an unrelated key.
     var presentsSecondCertificate = false
+    /// Offer only these TLS 1.3 cipher suites (an OpenSSL list such as "TLS_CHACHA20_POLY1305_SHA256").
+    var cipherSuites: String?
 }
 
 /// The TLS configuration of one identity in one role: an OpenSSL `SSL_CTX` that many ``TLSSession``s share.
@@ -96,8 +98,9 @@ final class TLSContext {
         guard multipeer_ssl_ctx_set_proto_versions(pointer, version, version) == 1 else {
             throw .tlsSetup("restricting the protocol version")
         }
-        guard SSL_CTX_set_ciphersuites(pointer, Self.cipherSuites) == 1 else {
-            throw .tlsSetup("setting the cipher suites \(Self.cipherSuites)")
+        let suites = testHooks.cipherSuites ?? Self.cipherSuites
+        guard SSL_CTX_set_ciphersuites(pointer, suites) == 1 else {
+            throw .tlsSetup("setting the cipher suites \(suites)")
         }
         guard multipeer_ssl_ctx_set1_groups_list(pointer, Self.groups) == 1 else {
             throw .tlsSetup("setting the key exchange groups \(Self.groups)")
@@ -162,6 +165,10 @@ final class TLSContext {
         }
         SSL_CTX_set_info_callback(pointer) { ssl, location, value in
             TLSSession.infoCallback(ssl: ssl, location: location, value: value)
+        }
+        // The application traffic secrets go to the session's own record layer (TLSRecordProtection).
+        SSL_CTX_set_keylog_callback(pointer) { ssl, line in
+            TLSSession.keyLogCallback(ssl: ssl, line: line)
         }
     }
 }

@@ -83,6 +83,44 @@ extension TLSSession {
 
     /// The `SSL_CTX_set_info_callback` callback: records every alert sent or received in the session's
     /// ``alerts``, so a failure can name it. Other notifications (handshake progress) are ignored.
+    /// The key-log callback: keeps the two application traffic secrets of the session (lines
+    /// `CLIENT_TRAFFIC_SECRET_0 <client random> <secret>` and `SERVER_TRAFFIC_SECRET_0 ...`, in hex) for
+    /// this package's record layer; every other line is ignored. Nothing is logged anywhere.
+    static func keyLogCallback(ssl: OpaquePointer?, line: UnsafePointer<CChar>?) {
+        guard let ssl, let line, let session = session(of: ssl), session.usesOwnRecordLayer else { return }
+        let text = String(cString: line)
+        let fields = text.split(separator: " ")
+        guard fields.count == 3, let secret = hexBytes(fields[2]) else { return }
+        switch fields[0] {
+        case "CLIENT_TRAFFIC_SECRET_0": session.clientTrafficSecret = secret
+        case "SERVER_TRAFFIC_SECRET_0": session.serverTrafficSecret = secret
+        default: break
+        }
+    }
+
+    private static func hexBytes(_ hex: Substring) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0, digits.count <= 128 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
     static func infoCallback(ssl: OpaquePointer?, location: Int32, value: Int32) {
         guard location & SSL_CB_ALERT != 0, let ssl, let session = session(of: ssl) else { return }
         if location & SSL_CB_READ != 0 {

@@ -58,6 +58,20 @@ final class TLSSession {
     /// Whether any application data has been decrypted; see ``decryptionFailure(_:)``.
     private var receivedApplicationData = false
 
+    /// Whether application data goes through ``TLSRecordProtection`` (this package's record layer) once the
+    /// handshake is done, rather than OpenSSL's `SSL_write`/`SSL_read`. Both make the same records; tests turn
+    /// it off on one side to check them against each other.
+    let usesOwnRecordLayer: Bool
+    /// The application traffic secrets, captured by the key-log callback during the handshake and wiped once
+    /// the record keys are derived from them.
+    var clientTrafficSecret: [UInt8]?
+    var serverTrafficSecret: [UInt8]?
+    /// This package's record layer, from the end of the handshake (when ``usesOwnRecordLayer``).
+    private var protection: TLSRecordProtection?
+    /// A decrypted record not yet handed out in full (only when a caller asks for less than a record).
+    private var pendingPlaintext: [UInt8] = []
+    private var pendingPlaintextOffset = 0
+
     /// The alerts seen so far, recorded by the info callback for error messages.
     var alerts = TLSAlerts()
     /// The verify callback's verdict on the peer's certificate, kept so it runs its checks once and so a
@@ -71,7 +85,8 @@ final class TLSSession {
     ///   - expectedPeer: The identity the peer must prove: for the client, the fingerprint discovery
     ///     advertised. nil accepts any Ed25519 identity (the server's usual case).
     /// - Throws: ``ConnectionError`` with code `.internalFailure` if OpenSSL cannot allocate the session.
-    init(context: TLSContext, expectedPeer: PeerFingerprint?) throws(ConnectionError) {
+    init(context: TLSContext, expectedPeer: PeerFingerprint?, ownRecordLayer: Bool = true) throws(ConnectionError) {
+        usesOwnRecordLayer = ownRecordLayer
         OpenSSLErrorQueue.clear()
         let index = Self.exDataIndex
         guard index >= 0 else { throw .tlsSetup("reserving an SSL ex_data index") }
@@ -182,8 +197,47 @@ final class TLSSession {
         }
         peerFingerprint = fingerprint
         verification = nil
+        if usesOwnRecordLayer {
+            do {
+                protection = try takeOverRecordLayer()
+            } catch {
+                throw fail(error)
+            }
+        }
+        wipeTrafficSecrets()
         isHandshakeComplete = true
         return true
+    }
+
+    /// Sets up this package's record layer with the application traffic secrets. OpenSSL must hold no
+    /// application data of its own at this point: it reads records one at a time (no read-ahead), so
+    /// whatever the peer sent after its last handshake record is still in ``buffers``, and nothing was sent
+    /// with the application keys yet.
+    private func takeOverRecordLayer() throws(ConnectionError) -> TLSRecordProtection {
+        guard SSL_pending(ssl) == 0, SSL_has_pending(ssl) == 0 else {
+            throw ConnectionError(code: .internalFailure, reason: "OpenSSL buffered data during the handshake")
+        }
+        guard let suite = TLSRecordProtection.Suite(name: negotiatedCipherSuite) else {
+            throw ConnectionError(
+                code: .internalFailure, reason: "no record layer for the cipher suite \(negotiatedCipherSuite)")
+        }
+        guard let client = clientTrafficSecret, let server = serverTrafficSecret,
+            client.count == suite.hashLength, server.count == suite.hashLength
+        else {
+            throw ConnectionError(code: .internalFailure, reason: "the application traffic secrets were not captured")
+        }
+        let isClient = context.role == .client
+        return try TLSRecordProtection(
+            suite: suite, sendingSecret: isClient ? client : server, receivingSecret: isClient ? server : client)
+    }
+
+    private func wipeTrafficSecrets() {
+        for index in [0, 1] {
+            var secret = index == 0 ? clientTrafficSecret : serverTrafficSecret
+            secret?.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+        }
+        clientTrafficSecret = nil
+        serverTrafficSecret = nil
     }
 
     /// The error for a handshake OpenSSL ended with `SSL_get_error` code `error`: the verify callback's verdict
@@ -252,6 +306,17 @@ final class TLSSession {
             throw ConnectionError(code: .closedLocally, reason: "encrypt after this side sent close_notify")
         }
         guard let base = plaintext.baseAddress, !plaintext.isEmpty else { return }
+        if let protection {
+            do throws(ConnectionError) {
+                try buffers.appendOutgoing { (output) throws(ConnectionError) in
+                    output.reserveCapacity(output.count + TLSRecordProtection.sealedLength(of: plaintext.count))
+                    try protection.seal(plaintext, contentType: TLSRecordProtection.applicationDataType, into: &output)
+                }
+            } catch {
+                throw fail(error)
+            }
+            return
+        }
         let records = (plaintext.count + Self.maximumRecordPlaintext - 1) / Self.maximumRecordPlaintext
         buffers.reserveOutgoing(plaintext.count + records * Self.recordOverhead)
         OpenSSLErrorQueue.clear()
@@ -283,6 +348,7 @@ final class TLSSession {
     func decrypt(into output: inout [UInt8], maximum: Int) throws(ConnectionError) -> TLSReadStatus {
         try checkUsable("decrypt")
         if closeNotifyReceived { return .closeNotify }
+        if let protection { return try decryptOwn(protection, into: &output, maximum: maximum) }
         var remaining = maximum
         while remaining > 0 {
             let buffered = Int(SSL_pending(ssl))
@@ -325,10 +391,83 @@ final class TLSSession {
         return .ok
     }
 
+    /// ``decrypt(into:maximum:)`` through ``TLSRecordProtection``: whole records straight into `output` while
+    /// they fit in `maximum`, else through ``pendingPlaintext``.
+    private func decryptOwn(_ protection: TLSRecordProtection, into output: inout [UInt8], maximum: Int)
+        throws(ConnectionError) -> TLSReadStatus
+    {
+        var remaining = maximum
+        var status = TLSReadStatus.ok
+        while remaining > 0 {
+            if pendingPlaintextOffset < pendingPlaintext.count {
+                let count = min(remaining, pendingPlaintext.count - pendingPlaintextOffset)
+                output.append(contentsOf: pendingPlaintext[pendingPlaintextOffset..<pendingPlaintextOffset + count])
+                pendingPlaintextOffset += count
+                remaining -= count
+                if pendingPlaintextOffset == pendingPlaintext.count {
+                    pendingPlaintext = []
+                    pendingPlaintextOffset = 0
+                }
+                continue
+            }
+            var opened: TLSRecordProtection.Opened?
+            let before = output.count
+            do throws(ConnectionError) {
+                try buffers.consumeIncoming { (unread) throws(ConnectionError) -> Int in
+                    guard unread.count >= TLSRecordProtection.headerLength else { return 0 }
+                    let body = try protection.recordBodyLength(
+                        header: UnsafeRawBufferPointer(rebasing: unread[0..<TLSRecordProtection.headerLength]))
+                    let length = TLSRecordProtection.headerLength + body
+                    guard unread.count >= length else { return 0 }
+                    let record = UnsafeRawBufferPointer(rebasing: unread[0..<length])
+                    if body - TLSRecordProtection.tagLength - 1 <= remaining {
+                        opened = try protection.open(record: record, into: &output)
+                    } else {
+                        opened = try protection.open(record: record, into: &pendingPlaintext)
+                    }
+                    return length
+                }
+            } catch {
+                throw fail(ownRecordFailure(error, protection))
+            }
+            guard let opened else { break }  // no whole record yet
+            switch opened {
+            case .data:
+                remaining -= output.count - before
+                if output.count > before || !pendingPlaintext.isEmpty { receivedApplicationData = true }
+            case .closeNotify:
+                closeNotifyReceived = true
+                status = .closeNotify
+            case .alert(let alert):
+                alerts.received = alert
+                throw fail(decryptionFailure(detail: "the peer sent a fatal alert"))
+            }
+            if status == .closeNotify { break }
+        }
+        return status
+    }
+
+    /// A record this side refused ends the session; the peer is told with a fatal alert (bad_record_mac for
+    /// a record that failed authentication, unexpected_message otherwise), sealed with our sending keys.
+    private func ownRecordFailure(_ error: ConnectionError, _ protection: TLSRecordProtection) -> ConnectionError {
+        let description: UInt8 = error.reason.contains("authentication") ? 20 : 10
+        alerts.sent = 2 << 8 | Int32(description)
+        try? buffers.appendOutgoing { (output) throws(ConnectionError) in
+            try protection.sealAlert(level: 2, description: description, into: &output)
+        }
+        closeNotifySent = true  // nothing more goes out after a fatal alert
+        return ConnectionError(code: error.code, reason: error.reason + alerts.suffix)
+    }
+
     /// The error for a read OpenSSL ended with `SSL_get_error` code `error`.
     private func decryptionFailure(_ error: Int32) -> ConnectionError {
         let openSSL = OpenSSLErrorQueue.drain()
-        let detail = error == SSL_ERROR_SSL ? openSSL : "SSL_get_error \(error): \(openSSL)"
+        return decryptionFailure(detail: error == SSL_ERROR_SSL ? openSSL : "SSL_get_error \(error): \(openSSL)")
+    }
+
+    /// The error for a read that failed for `detail`: a handshake failure if this client has had no data yet
+    /// and the server sent an alert (TLS 1.3 servers judge the client's certificate after the client is done).
+    private func decryptionFailure(detail: String) -> ConnectionError {
         if context.role == .client, !receivedApplicationData, alerts.received != nil {
             return .tlsHandshakeFailed(
                 "the server rejected the handshake after the client finished: \(detail)", alerts: alerts)
@@ -408,6 +547,13 @@ final class TLSSession {
     func sendCloseNotify() {
         guard failure == nil, isHandshakeComplete, !closeNotifySent else { return }
         closeNotifySent = true
+        if let protection {
+            // A warning-level close_notify alert, as SSL_shutdown would send.
+            try? buffers.appendOutgoing { (output) throws(ConnectionError) in
+                try protection.sealAlert(level: 1, description: 0, into: &output)
+            }
+            return
+        }
         OpenSSLErrorQueue.clear()
         // 0 (sent, the peer's not yet received) and 1 (both done) both mean success; a failure leaves
         // nothing to recover either.

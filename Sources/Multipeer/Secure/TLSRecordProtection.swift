@@ -1,0 +1,307 @@
+internal import COpenSSL
+
+/// The TLS 1.3 record layer for application data (RFC 8446 section 5.2), run by this package once OpenSSL has
+/// finished the handshake: the same records OpenSSL would write, byte for byte, made with the application
+/// traffic keys of the session through OpenSSL's AEAD (EVP), without OpenSSL's record buffers in between.
+///
+/// Why: OpenSSL's `SSL_write`/`SSL_read` copy every byte through its record buffers and our BIO and cost a few
+/// microseconds per record; here a record is sealed straight into the output buffer and opened straight into
+/// the frame decoder's, with one AEAD context per direction set up once.
+///
+/// What it covers: application data and alerts in both directions (close_notify included), the nonce from the
+/// per-direction sequence number (section 5.3), the inner content type and zero padding (accepted when
+/// received, never sent), and the length limits (records over 2^14 + 256 bytes of ciphertext, or 2^14 of
+/// plaintext, are refused as `record_overflow` would be). What it refuses: post-handshake handshake messages
+/// (KeyUpdate, NewSessionTicket: a swift-multipeer peer sends neither; both sides disable tickets), any outer
+/// record type but application_data, and a sequence number that would wrap. Every refusal ends the session.
+///
+/// Not thread-safe: it belongs to its ``TLSSession``'s thread.
+final class TLSRecordProtection {
+    /// The cipher suites this record layer implements (all that ``TLSContext`` offers).
+    enum Suite: Sendable {
+        case aes128GCM
+        case aes256GCM
+        case chaCha20Poly1305
+
+        /// The suite for an IANA name such as `TLS_AES_128_GCM_SHA256`, or nil.
+        init?(name: String) {
+            switch name {
+            case "TLS_AES_128_GCM_SHA256": self = .aes128GCM
+            case "TLS_AES_256_GCM_SHA384": self = .aes256GCM
+            case "TLS_CHACHA20_POLY1305_SHA256": self = .chaCha20Poly1305
+            default: return nil
+            }
+        }
+
+        var keyLength: Int { self == .aes128GCM ? 16 : 32 }
+        var cipher: OpaquePointer? {
+            switch self {
+            case .aes128GCM: EVP_aes_128_gcm()
+            case .aes256GCM: EVP_aes_256_gcm()
+            case .chaCha20Poly1305: EVP_chacha20_poly1305()
+            }
+        }
+        var digest: OpaquePointer? { self == .aes256GCM ? EVP_sha384() : EVP_sha256() }
+        var hashLength: Int { self == .aes256GCM ? 48 : 32 }
+    }
+
+    /// Outer record type of every protected record.
+    static let applicationDataType: UInt8 = 23
+    /// Inner content types.
+    static let alertType: UInt8 = 21
+    static let handshakeType: UInt8 = 22
+    static let headerLength = 5
+    static let tagLength = 16
+    static let nonceLength = 12
+    static let maximumPlaintext = 16_384
+    /// The most ciphertext one record may carry (section 5.2: 2^14 + 256).
+    static let maximumCiphertext = 16_384 + 256
+
+    /// What one received record held.
+    enum Opened: Equatable {
+        /// Application data, appended to the output.
+        case data
+        /// The peer's close_notify alert.
+        case closeNotify
+        /// Another alert: (level << 8) | description, as OpenSSL's info callback reports them.
+        case alert(Int32)
+    }
+
+    private let sealing: AEAD
+    private let opening: AEAD
+    private var sealSequence: UInt64 = 0
+    private var openSequence: UInt64 = 0
+
+    /// Derives the keys and IVs (section 7.3) from the two application traffic secrets.
+    init(suite: Suite, sendingSecret: [UInt8], receivingSecret: [UInt8]) throws(ConnectionError) {
+        sealing = try AEAD(suite: suite, secret: sendingSecret, encrypt: true)
+        opening = try AEAD(suite: suite, secret: receivingSecret, encrypt: false)
+    }
+
+    /// The bytes `count` bytes of plaintext take once sealed (records of at most 16 KiB each).
+    static func sealedLength(of count: Int) -> Int {
+        let records = max(1, (count + maximumPlaintext - 1) / maximumPlaintext)
+        return count + records * (headerLength + 1 + tagLength)
+    }
+
+    /// Appends `plaintext` to `output` as records of inner type `contentType`, at most 16 KiB of plaintext each.
+    func seal(_ plaintext: UnsafeRawBufferPointer, contentType: UInt8, into output: inout [UInt8])
+        throws(ConnectionError)
+    {
+        var offset = 0
+        repeat {
+            let count = min(Self.maximumPlaintext, plaintext.count - offset)
+            guard sealSequence < UInt64.max else {
+                throw ConnectionError(code: .internalFailure, reason: "the TLS record sequence number would wrap")
+            }
+            let length = count + 1 + Self.tagLength
+            let start = output.count
+            output.append(Self.applicationDataType)
+            output.append(0x03)
+            output.append(0x03)
+            output.append(UInt8(truncatingIfNeeded: length >> 8))
+            output.append(UInt8(truncatingIfNeeded: length))
+            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: plaintext[offset..<offset + count]))
+            output.append(contentType)
+            output.append(contentsOf: repeatElement(0, count: Self.tagLength))
+            let sealed = output.withUnsafeMutableBytes { bytes in
+                // In place: the inner plaintext (content and type) becomes the ciphertext, then the tag follows.
+                let body = UnsafeMutableRawBufferPointer(
+                    rebasing: bytes[(start + Self.headerLength)..<(start + Self.headerLength + count + 1)])
+                let tag = UnsafeMutableRawBufferPointer(rebasing: bytes[(start + Self.headerLength + count + 1)...])
+                return sealing.process(
+                    sequence: sealSequence, aad: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 5]),
+                    input: UnsafeRawBufferPointer(body), output: body, tag: tag)
+            }
+            guard sealed else {
+                output.removeSubrange(start...)
+                throw ConnectionError(
+                    code: .internalFailure, reason: "TLS record encryption failed: \(OpenSSLErrorQueue.drain())")
+            }
+            sealSequence += 1
+            offset += count
+        } while offset < plaintext.count
+    }
+
+    /// Appends an alert record (level 1 warning, 2 fatal; description 0 is close_notify) to `output`.
+    func sealAlert(level: UInt8, description: UInt8, into output: inout [UInt8]) throws(ConnectionError) {
+        let alert: [UInt8] = [level, description]
+        let result = alert.withUnsafeBytes { bytes -> Result<Void, ConnectionError> in
+            do throws(ConnectionError) {
+                return .success(try seal(bytes, contentType: Self.alertType, into: &output))
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// The length of the record starting at `header` (its 5 header bytes), checked; the caller waits until
+    /// that many bytes after the header are there.
+    func recordBodyLength(header: UnsafeRawBufferPointer) throws(ConnectionError) -> Int {
+        guard header[0] == Self.applicationDataType else {
+            throw Self.violation("a record of type \(header[0]) after the handshake (only application_data is)")
+        }
+        guard header[1] == 0x03, header[2] == 0x03 else {
+            throw Self.violation("a record with version \(header[1]).\(header[2]), not 3.3")
+        }
+        let length = Int(header[3]) << 8 | Int(header[4])
+        guard length > Self.tagLength, length <= Self.maximumCiphertext else {
+            throw Self.violation("a record of \(length) bytes of ciphertext (record_overflow or too short)")
+        }
+        return length
+    }
+
+    /// Opens one record: `record` is its header and body. Application data is appended to `output`.
+    func open(record: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(ConnectionError) -> Opened {
+        let bodyLength = record.count - Self.headerLength - Self.tagLength
+        guard openSequence < UInt64.max else { throw Self.violation("the TLS record sequence number would wrap") }
+        let start = output.count
+        var opened = false
+        output.append(addingCapacity: bodyLength) { span in
+            span.withUnsafeMutableBufferPointer { buffer, initialized in
+                let destination = UnsafeMutableRawBufferPointer(buffer)
+                opened = opening.process(
+                    sequence: openSequence, aad: UnsafeRawBufferPointer(rebasing: record[0..<Self.headerLength]),
+                    input: UnsafeRawBufferPointer(
+                        rebasing: record[Self.headerLength..<(Self.headerLength + bodyLength)]),
+                    output: destination,
+                    tag: UnsafeMutableRawBufferPointer(mutating: UnsafeRawBufferPointer(
+                        rebasing: record[(Self.headerLength + bodyLength)...])))
+                initialized = bodyLength
+            }
+        }
+        guard opened else {
+            output.removeSubrange(start...)
+            throw Self.violation("a record failed authentication (bad_record_mac)")
+        }
+        openSequence += 1
+        // The inner content type is the last non-zero byte; zeros after it are padding.
+        var end = output.count
+        while end > start && output[end - 1] == 0 { end -= 1 }
+        guard end > start else {
+            output.removeSubrange(start...)
+            throw Self.violation("a record with no content type (all padding)")
+        }
+        let type = output[end - 1]
+        let contentLength = end - 1 - start
+        guard contentLength <= Self.maximumPlaintext else {
+            output.removeSubrange(start...)
+            throw Self.violation("a record of \(contentLength) bytes of plaintext (record_overflow)")
+        }
+        switch type {
+        case Self.applicationDataType:
+            output.removeSubrange((end - 1)...)
+            return .data
+        case Self.alertType:
+            defer { output.removeSubrange(start...) }
+            guard contentLength == 2 else { throw Self.violation("an alert of \(contentLength) bytes") }
+            let level = Int32(output[start])
+            let description = Int32(output[start + 1])
+            return description == 0 ? .closeNotify : .alert(level << 8 | description)
+        case Self.handshakeType:
+            output.removeSubrange(start...)
+            throw Self.violation(
+                "a handshake message after the handshake (key updates and session tickets are not used)")
+        default:
+            output.removeSubrange(start...)
+            throw Self.violation("a record of inner content type \(type)")
+        }
+    }
+
+    private static func violation(_ what: String) -> ConnectionError {
+        ConnectionError(code: .protocolViolation, reason: "a TLS record was rejected: the peer sent \(what)")
+    }
+
+    /// One direction's AEAD: the context with its key, and the IV the sequence number is mixed into.
+    private final class AEAD {
+        private let context: OpaquePointer
+        private let iv: [UInt8]
+        private let encrypt: Bool
+
+        init(suite: Suite, secret: [UInt8], encrypt: Bool) throws(ConnectionError) {
+            var key = try Self.expandLabel(suite: suite, secret: secret, label: "key", length: suite.keyLength)
+            defer { key.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+            iv = try Self.expandLabel(suite: suite, secret: secret, label: "iv", length: TLSRecordProtection.nonceLength)
+            self.encrypt = encrypt
+            OpenSSLErrorQueue.clear()
+            guard let context = EVP_CIPHER_CTX_new() else { throw .tlsSetup("allocating a record cipher") }
+            self.context = context
+            let mode: Int32 = encrypt ? 1 : 0
+            guard EVP_CipherInit_ex(context, suite.cipher, nil, nil, nil, mode) == 1,
+                multipeer_aead_set_iv_length(context, Int32(TLSRecordProtection.nonceLength)) == 1,
+                key.withUnsafeBufferPointer({ EVP_CipherInit_ex(context, nil, nil, $0.baseAddress, nil, mode) }) == 1
+            else { throw .tlsSetup("keying the record cipher") }
+        }
+
+        deinit {
+            EVP_CIPHER_CTX_free(context)
+        }
+
+        /// Seals (`tag` receives the tag) or opens (`tag` is checked) `input` into `output` (same length; may be
+        /// the same memory) for record `sequence`.
+        func process(
+            sequence: UInt64, aad: UnsafeRawBufferPointer, input: UnsafeRawBufferPointer,
+            output: UnsafeMutableRawBufferPointer, tag: UnsafeMutableRawBufferPointer
+        ) -> Bool {
+            let mode: Int32 = encrypt ? 1 : 0
+            var written: Int32 = 0
+            // The nonce is the IV with the sequence number XORed into its last 8 bytes (section 5.3).
+            let keyed = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: TLSRecordProtection.nonceLength) {
+                nonce in
+                for index in 0..<4 { nonce[index] = iv[index] }
+                for index in 0..<8 {
+                    nonce[4 + index] = iv[4 + index] ^ UInt8(truncatingIfNeeded: sequence >> (56 - 8 * index))
+                }
+                return EVP_CipherInit_ex(context, nil, nil, nil, nonce.baseAddress, mode) == 1
+            }
+            guard keyed, EVP_CipherUpdate(context, nil, &written, bytes(aad), Int32(aad.count)) == 1 else {
+                return false
+            }
+            if !input.isEmpty {
+                guard EVP_CipherUpdate(context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &written,
+                    bytes(input), Int32(input.count)) == 1, Int(written) == input.count
+                else { return false }
+            }
+            let tagBase = tag.baseAddress?.assumingMemoryBound(to: UInt8.self)
+            if !encrypt {
+                guard multipeer_aead_set_tag(context, tagBase, Int32(TLSRecordProtection.tagLength)) == 1 else {
+                    return false
+                }
+            }
+            var scratch: UInt8 = 0
+            var finalWritten: Int32 = 0
+            guard EVP_CipherFinal_ex(context, &scratch, &finalWritten) == 1, finalWritten == 0 else { return false }
+            if encrypt {
+                return multipeer_aead_get_tag(context, tagBase, Int32(TLSRecordProtection.tagLength)) == 1
+            }
+            return true
+        }
+
+        private func bytes(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {
+            buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        }
+
+        /// HKDF-Expand-Label(secret, label, "", length) of RFC 8446 section 7.1, for lengths up to one hash
+        /// output (HKDF-Expand's first block, T(1) = HMAC(secret, info || 0x01)).
+        static func expandLabel(suite: Suite, secret: [UInt8], label: String, length: Int) throws(ConnectionError)
+            -> [UInt8]
+        {
+            precondition(length <= suite.hashLength, "one HKDF block only")
+            let fullLabel = Array("tls13 \(label)".utf8)
+            var info: [UInt8] = [UInt8(length >> 8), UInt8(length & 0xFF), UInt8(fullLabel.count)]
+            info += fullLabel
+            info += [0, 1]  // empty context, then HKDF's block counter
+            var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+            var written: UInt32 = 0
+            let result = secret.withUnsafeBytes { key in
+                HMAC(suite.digest, key.baseAddress, Int32(key.count), info, info.count, &output, &written)
+            }
+            guard result != nil, Int(written) == suite.hashLength else {
+                throw .tlsSetup("deriving the record \(label)")
+            }
+            defer { output.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+            return Array(output.prefix(length))
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import Testing
+
+@testable import Multipeer
+
+/// This package's TLS 1.3 record layer (``TLSRecordProtection``) against OpenSSL's own: a session of each kind
+/// on either side must understand the other byte for byte, for every cipher suite we offer, including
+/// close_notify and the refusal of tampered records.
+@Suite("TLS record layer: ours against OpenSSL's")
+struct TLSRecordProtectionTests {
+    static let suites = ["TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"]
+    /// (client uses ours, server uses ours)
+    static let mixes: [(Bool, Bool)] = [(true, false), (false, true), (true, true)]
+
+    func pair(suite: String, clientOwn: Bool, serverOwn: Bool) throws -> TLSPair {
+        var hooks = TLSContextTestHooks()
+        hooks.cipherSuites = suite
+        let pair = try TLSPair(
+            clientHooks: hooks, serverHooks: hooks, clientOwnRecordLayer: clientOwn, serverOwnRecordLayer: serverOwn)
+        let run = runHandshake(pair)
+        try #require(run.client.isComplete && run.server.isComplete, "handshake: \(run)")
+        #expect(pair.client.negotiatedCipherSuite == suite)
+        return pair
+    }
+
+    /// Moves `data` from `sender` to `receiver` in pieces of up to `piece` bytes, decrypting with `maximum`.
+    func send(_ data: [UInt8], from sender: TLSSession, to receiver: TLSSession, piece: Int, maximum: Int)
+        throws -> [UInt8]
+    {
+        try encrypt(data, on: sender)
+        var ciphertext = sender.takeCiphertext()[...]
+        var received: [UInt8] = []
+        while !ciphertext.isEmpty {
+            let count = min(piece, ciphertext.count)
+            receiver.receivedCiphertext(Array(ciphertext.prefix(count)))
+            ciphertext = ciphertext.dropFirst(count)
+            #expect(try receiver.decrypt(into: &received, maximum: maximum) == .ok)
+        }
+        while received.count < data.count {
+            let before = received.count
+            #expect(try receiver.decrypt(into: &received, maximum: maximum) == .ok)
+            if received.count == before { break }
+        }
+        return received
+    }
+
+    @Test("records interoperate both ways, for every suite and either record layer on either side")
+    func interoperates() throws {
+        var random = SplitMix64(seed: 0x7265_636f_7264)
+        for suite in Self.suites {
+            for (clientOwn, serverOwn) in Self.mixes {
+                let pair = try pair(suite: suite, clientOwn: clientOwn, serverOwn: serverOwn)
+                for size in [1, 63, 16_383, 16_384, 16_385, 100_000] {
+                    let data = random.bytes(size)
+                    let piece = Int.random(in: 1...40_000, using: &random)
+                    let maximum = Int.random(in: 1...70_000, using: &random)
+                    let there = try send(data, from: pair.client, to: pair.server, piece: piece, maximum: maximum)
+                    #expect(there == data, "\(suite) client own \(clientOwn) -> server own \(serverOwn), \(size) B")
+                    let back = try send(data, from: pair.server, to: pair.client, piece: piece, maximum: maximum)
+                    #expect(back == data, "\(suite) server own \(serverOwn) -> client own \(clientOwn), \(size) B")
+                }
+            }
+        }
+    }
+
+    @Test("a record is sealed as OpenSSL seals it: same length, 22 bytes of overhead per record")
+    func recordSizes() throws {
+        let ours = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: true, serverOwn: true)
+        let theirs = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: false, serverOwn: false)
+        for size in [1, 16_384, 40_000] {
+            try encrypt([UInt8](repeating: 9, count: size), on: ours.client)
+            try encrypt([UInt8](repeating: 9, count: size), on: theirs.client)
+            let sealed = ours.client.takeCiphertext()
+            #expect(sealed.count == theirs.client.takeCiphertext().count)
+            #expect(sealed.count == size + ((size + 16_383) / 16_384) * 22)
+            #expect(Array(sealed.prefix(3)) == [23, 3, 3])
+        }
+    }
+
+    @Test("close_notify from either record layer is understood by the other")
+    func closeNotify() throws {
+        for (clientOwn, serverOwn) in Self.mixes {
+            let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: clientOwn, serverOwn: serverOwn)
+            try encrypt([1, 2, 3], on: pair.client)
+            pair.client.sendCloseNotify()
+            _ = shuttle(from: pair.client, to: pair.server)
+            var (bytes, status) = try decryptAll(pair.server)
+            #expect(bytes == [1, 2, 3] && status == .closeNotify)
+            pair.server.sendCloseNotify()
+            _ = shuttle(from: pair.server, to: pair.client)
+            (bytes, status) = try decryptAll(pair.client)
+            #expect(bytes.isEmpty && status == .closeNotify)
+        }
+    }
+
+    @Test("a tampered record is refused, and the sender learns why from a bad_record_mac alert")
+    func tamperedRecord() throws {
+        for senderOwn in [true, false] {
+            let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: senderOwn, serverOwn: true)
+            try encrypt([UInt8](repeating: 5, count: 200), on: pair.client)
+            var record = pair.client.takeCiphertext()
+            record[50] ^= 0x01
+            pair.server.receivedCiphertext(record)
+            let error = try #require(throws: ConnectionError.self) { try decryptAll(pair.server) }
+            #expect(error.code == .protocolViolation)
+            #expect(error.reason.contains("bad_record_mac"), "\(error.reason)")
+            // The session stays failed, and its alert reaches the sender.
+            #expect(throws: ConnectionError.self) { try decryptAll(pair.server) }
+            _ = shuttle(from: pair.server, to: pair.client)
+            let senderError = try #require(throws: ConnectionError.self) { try decryptAll(pair.client) }
+            #expect(senderError.reason.contains("bad record mac"), "\(senderError.reason)")
+        }
+    }
+
+    @Test("records with a wrong outer type, version or length are refused before decryption")
+    func malformedHeaders() throws {
+        let cases: [([UInt8], String)] = [
+            ([22, 3, 3, 0, 40], "type 22"), ([23, 3, 1, 0, 40], "version"), ([23, 3, 3, 0x41, 0x01], "record_overflow"),
+            ([23, 3, 3, 0, 16], "too short"),
+        ]
+        for (header, expected) in cases {
+            let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: true, serverOwn: true)
+            pair.server.receivedCiphertext(header)
+            let error = try #require(throws: ConnectionError.self) { try decryptAll(pair.server) }
+            #expect(error.code == .protocolViolation && error.reason.contains(expected), "\(error.reason)")
+        }
+    }
+
+    @Test("a record cut anywhere waits for the rest; nothing is delivered twice")
+    func truncatedAtEveryOffset() throws {
+        let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: true, serverOwn: true)
+        let data = Array(0..<100).map { UInt8($0) }
+        for cut in 0...(data.count + 22) {
+            try encrypt(data, on: pair.client)
+            let record = pair.client.takeCiphertext()
+            pair.server.receivedCiphertext(Array(record.prefix(cut)))
+            var received: [UInt8] = []
+            #expect(try pair.server.decrypt(into: &received, maximum: .max) == .ok)
+            if cut < record.count { #expect(received.isEmpty) }
+            pair.server.receivedCiphertext(Array(record.dropFirst(cut)))
+            #expect(try pair.server.decrypt(into: &received, maximum: .max) == .ok)
+            #expect(received == data, "cut at \(cut)")
+        }
+    }
+}
