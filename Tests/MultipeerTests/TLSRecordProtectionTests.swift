@@ -76,6 +76,33 @@ struct TLSRecordProtectionTests {
         }
     }
 
+    @Test("reads are opened straight from the socket's bytes in any split, partial records kept for the next")
+    func directDecryption() throws {
+        var random = SplitMix64(seed: 0x6469_7265_6374)
+        let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: false, serverOwn: true)
+        let data = random.bytes(300_000)
+        try encrypt(data, on: pair.client)
+        pair.client.sendCloseNotify()
+        var ciphertext = pair.client.takeCiphertext()[...]
+        var received: [UInt8] = []
+        var direct = 0
+        while !ciphertext.isEmpty {
+            let count = min(ciphertext.count, Int.random(in: 1...70_000, using: &random))
+            if pair.server.canDecryptDirectly { direct += 1 }
+            try Array(ciphertext.prefix(count)).withUnsafeBytes {
+                try pair.server.receivedCiphertext($0, decryptingInto: &received)
+            }
+            ciphertext = ciphertext.dropFirst(count)
+            // What could not be opened directly comes out of the usual path, sometimes in small steps so that
+            // whole records are still waiting when the next read arrives.
+            _ = try pair.server.decrypt(into: &received, maximum: Int.random(in: 1...40_000, using: &random))
+        }
+        while try pair.server.decrypt(into: &received, maximum: .max) == .ok && received.count < data.count {}
+        #expect(received == data)
+        #expect(direct > 0)
+        #expect(try pair.server.decrypt(into: &received, maximum: .max) == .closeNotify)
+    }
+
     @Test("close_notify from either record layer is understood by the other")
     func closeNotify() throws {
         for (clientOwn, serverOwn) in Self.mixes {

@@ -176,24 +176,21 @@ final class ConnectionCore {
                 let rest = Array(preambleInput[Preamble.length...])
                 try handlePreamble(preambleInput[0..<Preamble.length])
                 preambleInput = []
-                guard phase != .closed else { return }
-                rest.withUnsafeBytes { feedRecordLayer($0) }
+                guard phase != .closed, let record else { return }
+                let fed = rest.withUnsafeBytes { rest -> Result<Void, ConnectionError> in
+                    do throws(ConnectionError) {
+                        return .success(try record.receivedFromNetwork(rest, into: &decoder))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+                try fed.get()
             } else {
-                feedRecordLayer(bytes)
+                try record?.receivedFromNetwork(bytes, into: &decoder)
             }
             try pump(now: now)
         } catch {
             fail(error)
-        }
-    }
-
-    /// Plaintext goes straight to the frame decoder; TLS records to the session.
-    private func feedRecordLayer(_ bytes: UnsafeRawBufferPointer) {
-        guard let record, !bytes.isEmpty else { return }
-        if record.passesThrough {
-            decoder.append(bytes)
-        } else {
-            record.receivedFromNetwork(bytes)
         }
     }
 

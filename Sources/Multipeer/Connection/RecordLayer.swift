@@ -3,12 +3,12 @@
 /// Loop-confined and non-blocking: bytes from the socket go in with ``receivedFromNetwork(_:)``, bytes for the
 /// socket come out of ``takeNetworkOutput()``.
 protocol RecordLayer: AnyObject {
-    /// Whether application bytes pass through unprotected (plaintext): then the connection feeds received bytes
-    /// straight to its frame decoder and never calls ``receivedFromNetwork(_:)`` or ``open(into:maximum:)``
-    /// after the handshake.
-    var passesThrough: Bool { get }
-    /// Feeds (a copy of) bytes read from the socket.
-    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer)
+    /// Takes bytes read from the socket before this returns: plaintext goes straight into `decoder`; TLS
+    /// records are opened straight into it when whole (after the handshake), the rest is kept for
+    /// ``open(into:maximum:)``.
+    /// - Throws: ``ConnectionError`` if a record is refused.
+    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer, into decoder: inout FrameDecoder)
+        throws(ConnectionError)
     /// Drives the handshake; true once it is complete on this side. Plaintext is complete at once.
     func advanceHandshake() throws(ConnectionError) -> Bool
     /// Hands everything pending for the socket to `body` without copying, then forgets it; `body` is not
@@ -49,10 +49,10 @@ extension RecordLayer {
 final class PlaintextRecordLayer: RecordLayer {
     private var output: [UInt8] = []
 
-    var passesThrough: Bool { true }
-
-    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer) {
-        preconditionFailure("plaintext bytes go straight to the frame decoder")
+    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer, into decoder: inout FrameDecoder)
+        throws(ConnectionError)
+    {
+        decoder.append(bytes)
     }
 
     func advanceHandshake() throws(ConnectionError) -> Bool { true }

@@ -66,10 +66,16 @@ final class TLSRecordLayer: RecordLayer {
         self.session = session
     }
 
-    var passesThrough: Bool { false }
-
-    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer) {
-        session.receivedCiphertext(bytes)
+    func receivedFromNetwork(_ bytes: UnsafeRawBufferPointer, into decoder: inout FrameDecoder)
+        throws(ConnectionError)
+    {
+        guard session.canDecryptDirectly else {
+            session.receivedCiphertext(bytes)
+            return
+        }
+        _ = try decoder.fill { (buffer) throws(ConnectionError) in
+            try session.receivedCiphertext(bytes, decryptingInto: &buffer)
+        }
     }
 
     func advanceHandshake() throws(ConnectionError) -> Bool {

@@ -84,7 +84,8 @@ final class TLSRecordProtection {
         return count + records * (headerLength + 1 + tagLength)
     }
 
-    /// Appends `plaintext` to `output` as records of inner type `contentType`, at most 16 KiB of plaintext each.
+    /// Appends `plaintext` to `output` as records of inner type `contentType`, at most 16 KiB of plaintext each:
+    /// each record is encrypted straight from `plaintext` into `output`'s new storage (one pass, no copy).
     func seal(_ plaintext: UnsafeRawBufferPointer, contentType: UInt8, into output: inout [UInt8])
         throws(ConnectionError)
     {
@@ -95,26 +96,25 @@ final class TLSRecordProtection {
                 throw ConnectionError(code: .internalFailure, reason: "the TLS record sequence number would wrap")
             }
             let length = count + 1 + Self.tagLength
-            let start = output.count
-            output.append(Self.applicationDataType)
-            output.append(0x03)
-            output.append(0x03)
-            output.append(UInt8(truncatingIfNeeded: length >> 8))
-            output.append(UInt8(truncatingIfNeeded: length))
-            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: plaintext[offset..<offset + count]))
-            output.append(contentType)
-            output.append(contentsOf: repeatElement(0, count: Self.tagLength))
-            let sealed = output.withUnsafeMutableBytes { bytes in
-                // In place: the inner plaintext (content and type) becomes the ciphertext, then the tag follows.
-                let body = UnsafeMutableRawBufferPointer(
-                    rebasing: bytes[(start + Self.headerLength)..<(start + Self.headerLength + count + 1)])
-                let tag = UnsafeMutableRawBufferPointer(rebasing: bytes[(start + Self.headerLength + count + 1)...])
-                return sealing.process(
-                    sequence: sealSequence, aad: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 5]),
-                    input: UnsafeRawBufferPointer(body), output: body, tag: tag)
+            var sealed = false
+            let content = UnsafeRawBufferPointer(rebasing: plaintext[offset..<offset + count])
+            output.append(addingCapacity: Self.headerLength + length) { span in
+                span.withUnsafeMutableBufferPointer { buffer, initialized in
+                    let record = UnsafeMutableRawBufferPointer(buffer)
+                    record[0] = Self.applicationDataType
+                    record[1] = 0x03
+                    record[2] = 0x03
+                    record[3] = UInt8(truncatingIfNeeded: length >> 8)
+                    record[4] = UInt8(truncatingIfNeeded: length)
+                    sealed = sealing.seal(
+                        sequence: sealSequence, header: UnsafeRawBufferPointer(rebasing: record[0..<Self.headerLength]),
+                        content: content, contentType: contentType,
+                        into: UnsafeMutableRawBufferPointer(rebasing: record[Self.headerLength...]))
+                    initialized = Self.headerLength + length
+                }
             }
             guard sealed else {
-                output.removeSubrange(start...)
+                output.removeSubrange((output.count - Self.headerLength - length)...)
                 throw ConnectionError(
                     code: .internalFailure, reason: "TLS record encryption failed: \(OpenSSLErrorQueue.drain())")
             }
@@ -161,13 +161,12 @@ final class TLSRecordProtection {
         output.append(addingCapacity: bodyLength) { span in
             span.withUnsafeMutableBufferPointer { buffer, initialized in
                 let destination = UnsafeMutableRawBufferPointer(buffer)
-                opened = opening.process(
+                opened = opening.open(
                     sequence: openSequence, aad: UnsafeRawBufferPointer(rebasing: record[0..<Self.headerLength]),
-                    input: UnsafeRawBufferPointer(
+                    ciphertext: UnsafeRawBufferPointer(
                         rebasing: record[Self.headerLength..<(Self.headerLength + bodyLength)]),
-                    output: destination,
-                    tag: UnsafeMutableRawBufferPointer(mutating: UnsafeRawBufferPointer(
-                        rebasing: record[(Self.headerLength + bodyLength)...])))
+                    tag: UnsafeRawBufferPointer(rebasing: record[(Self.headerLength + bodyLength)...]),
+                    into: destination)
                 initialized = bodyLength
             }
         }
@@ -238,15 +237,34 @@ final class TLSRecordProtection {
             EVP_CIPHER_CTX_free(context)
         }
 
-        /// Seals (`tag` receives the tag) or opens (`tag` is checked) `input` into `output` (same length; may be
-        /// the same memory) for record `sequence`.
-        func process(
-            sequence: UInt64, aad: UnsafeRawBufferPointer, input: UnsafeRawBufferPointer,
-            output: UnsafeMutableRawBufferPointer, tag: UnsafeMutableRawBufferPointer
+        /// Seals record `sequence`: `content` then the inner `contentType` byte, encrypted into `body` (which
+        /// holds both, then the tag), with the record `header` as additional data.
+        func seal(
+            sequence: UInt64, header: UnsafeRawBufferPointer, content: UnsafeRawBufferPointer, contentType: UInt8,
+            into body: UnsafeMutableRawBufferPointer
         ) -> Bool {
-            let mode: Int32 = encrypt ? 1 : 0
+            guard start(sequence: sequence, aad: header), let base = body.baseAddress else { return false }
+            let output = base.assumingMemoryBound(to: UInt8.self)
             var written: Int32 = 0
-            // The nonce is the IV with the sequence number XORed into its last 8 bytes (section 5.3).
+            if !content.isEmpty {
+                guard EVP_CipherUpdate(context, output, &written, bytes(content), Int32(content.count)) == 1,
+                    Int(written) == content.count
+                else { return false }
+            }
+            var type = contentType
+            guard EVP_CipherUpdate(context, output + content.count, &written, &type, 1) == 1, written == 1 else {
+                return false
+            }
+            var scratch: UInt8 = 0
+            guard EVP_CipherFinal_ex(context, &scratch, &written) == 1, written == 0 else { return false }
+            return multipeer_aead_get_tag(context, output + content.count + 1, Int32(TLSRecordProtection.tagLength))
+                == 1
+        }
+
+        /// Sets the nonce for record `sequence` (the IV with the sequence number XORed into its last 8 bytes,
+        /// section 5.3) and feeds the additional data.
+        private func start(sequence: UInt64, aad: UnsafeRawBufferPointer) -> Bool {
+            let mode: Int32 = encrypt ? 1 : 0
             let keyed = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: TLSRecordProtection.nonceLength) {
                 nonce in
                 for index in 0..<4 { nonce[index] = iv[index] }
@@ -255,27 +273,28 @@ final class TLSRecordProtection {
                 }
                 return EVP_CipherInit_ex(context, nil, nil, nil, nonce.baseAddress, mode) == 1
             }
-            guard keyed, EVP_CipherUpdate(context, nil, &written, bytes(aad), Int32(aad.count)) == 1 else {
-                return false
-            }
-            if !input.isEmpty {
+            var written: Int32 = 0
+            return keyed && EVP_CipherUpdate(context, nil, &written, bytes(aad), Int32(aad.count)) == 1
+        }
+
+        /// Opens record `sequence`: decrypts `ciphertext` into `output` (same length) and checks `tag`, with the
+        /// record header as `aad`. False if the record is not authentic (then `output` holds garbage).
+        func open(
+            sequence: UInt64, aad: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
+            tag: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
+        ) -> Bool {
+            var written: Int32 = 0
+            guard start(sequence: sequence, aad: aad) else { return false }
+            if !ciphertext.isEmpty {
                 guard EVP_CipherUpdate(context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &written,
-                    bytes(input), Int32(input.count)) == 1, Int(written) == input.count
+                    bytes(ciphertext), Int32(ciphertext.count)) == 1, Int(written) == ciphertext.count
                 else { return false }
             }
-            let tagBase = tag.baseAddress?.assumingMemoryBound(to: UInt8.self)
-            if !encrypt {
-                guard multipeer_aead_set_tag(context, tagBase, Int32(TLSRecordProtection.tagLength)) == 1 else {
-                    return false
-                }
+            guard multipeer_aead_set_tag(context, bytes(tag), Int32(TLSRecordProtection.tagLength)) == 1 else {
+                return false
             }
             var scratch: UInt8 = 0
-            var finalWritten: Int32 = 0
-            guard EVP_CipherFinal_ex(context, &scratch, &finalWritten) == 1, finalWritten == 0 else { return false }
-            if encrypt {
-                return multipeer_aead_get_tag(context, tagBase, Int32(TLSRecordProtection.tagLength)) == 1
-            }
-            return true
+            return EVP_CipherFinal_ex(context, &scratch, &written) == 1 && written == 0
         }
 
         private func bytes(_ buffer: UnsafeRawBufferPointer) -> UnsafePointer<UInt8>? {

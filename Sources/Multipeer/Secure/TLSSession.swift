@@ -141,6 +141,101 @@ final class TLSSession {
         buffers.receive(bytes)
     }
 
+    /// Whether ``receivedCiphertext(_:decryptingInto:)`` would decrypt (this package's record layer is running
+    /// and no earlier bytes wait), so the caller can lend its output buffer.
+    var canDecryptDirectly: Bool {
+        protection != nil && failure == nil && !closeNotifyReceived && pendingPlaintextOffset >= pendingPlaintext.count
+    }
+
+    /// Opens the whole records in `bytes` straight into `output` (no copy of the ciphertext) and keeps only a
+    /// trailing partial record for later; falls back to ``receivedCiphertext(_:)-(UnsafeRawBufferPointer)``
+    /// unless ``canDecryptDirectly``. Bytes after the peer's close_notify are ignored.
+    /// - Throws: ``ConnectionError`` as ``decrypt(into:maximum:)`` does.
+    func receivedCiphertext(_ bytes: UnsafeRawBufferPointer, decryptingInto output: inout [UInt8])
+        throws(ConnectionError)
+    {
+        guard canDecryptDirectly, let protection else {
+            receivedCiphertext(bytes)
+            return
+        }
+        let header = TLSRecordProtection.headerLength
+        var offset = 0
+        if buffers.incomingByteCount > 0 {
+            // A record cut by the previous read: copy just enough of this one to complete it, open it, and go on
+            // straight from the socket's bytes.
+            do throws(ConnectionError) {
+                offset = try completeBufferedRecord(from: bytes, protection: protection)
+            } catch {
+                throw fail(ownRecordFailure(error, protection))
+            }
+            guard offset > 0 else { return }  // still incomplete: everything was buffered
+            var received: [UInt8] = []
+            switch try decryptOwn(protection, into: &received, maximum: .max) {
+            case .closeNotify:
+                output.append(contentsOf: received)
+                return
+            case .ok:
+                output.append(contentsOf: received)
+            }
+        }
+        while offset + header <= bytes.count {
+            let opened: TLSRecordProtection.Opened
+            do throws(ConnectionError) {
+                let body = try protection.recordBodyLength(
+                    header: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + header]))
+                guard offset + header + body <= bytes.count else { break }
+                let before = output.count
+                opened = try protection.open(
+                    record: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + header + body]), into: &output)
+                if output.count > before { receivedApplicationData = true }
+                offset += header + body
+            } catch {
+                throw fail(ownRecordFailure(error, protection))
+            }
+            switch opened {
+            case .data:
+                continue
+            case .closeNotify:
+                closeNotifyReceived = true
+                return
+            case .alert(let alert):
+                alerts.received = alert
+                throw fail(decryptionFailure(detail: "the peer sent a fatal alert"))
+            }
+        }
+        if offset < bytes.count { buffers.receive(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
+    }
+
+    /// Moves from `bytes` into ``buffers`` what the partial record waiting there lacks; returns how many bytes
+    /// it took when that record is now whole, else 0 after buffering all of `bytes` (not enough of them, or
+    /// whole records were already waiting).
+    private func completeBufferedRecord(from bytes: UnsafeRawBufferPointer, protection: TLSRecordProtection)
+        throws(ConnectionError) -> Int
+    {
+        let header = TLSRecordProtection.headerLength
+        var taken = 0
+        var buffered = buffers.incomingByteCount
+        if buffered < header {
+            taken = min(header - buffered, bytes.count)
+            buffers.receive(UnsafeRawBufferPointer(rebasing: bytes[0..<taken]))
+            buffered += taken
+            guard buffered == header else { return 0 }
+        }
+        var body = 0
+        try buffers.consumeIncoming { (unread) throws(ConnectionError) -> Int in
+            body = try protection.recordBodyLength(header: UnsafeRawBufferPointer(rebasing: unread[0..<header]))
+            return 0
+        }
+        let missing = header + body - buffered
+        // More than one record already waits (a read that stopped at its limit): keep to the buffered path.
+        guard missing > 0, missing <= bytes.count - taken else {
+            buffers.receive(UnsafeRawBufferPointer(rebasing: bytes[taken...]))
+            return 0
+        }
+        buffers.receive(UnsafeRawBufferPointer(rebasing: bytes[taken..<taken + missing]))
+        return taken + missing
+    }
+
     /// Everything to send to the peer (handshake records, application data, alerts), in order, handed over
     /// without copying; `[]` when there is nothing.
     func takeCiphertext() -> [UInt8] {
