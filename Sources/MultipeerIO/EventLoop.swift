@@ -71,7 +71,15 @@ public final class EventLoop: @unchecked Sendable {
 
     private let epollFD: Int32
     private let wakeFD: Int32
+    /// The thread running the loop's work right now: the loop thread while it handles events, timers and
+    /// queued work, or a caller of ``runIfIdle(_:)``; 0 while the loop waits in `epoll_wait`.
     private let threadID = Atomic<UInt>(0)
+    /// Held while the loop's work runs (by the loop thread, or by a ``runIfIdle(_:)`` caller), so loop-confined
+    /// state has one owner at a time; the loop thread releases it only to wait in `epoll_wait`.
+    private let ownership = Mutex<Void>(())
+    /// When the loop's current `epoll_wait` ends at the latest (nil: no timer), so that ``runIfIdle(_:)`` knows
+    /// whether a timer it armed needs the loop woken. Guarded by `ownership`.
+    private var plannedWakeUp: IOInstant?
     private let finished = DispatchGroup()
 
     private enum RunState { case running, stopRequested, stopped }
@@ -151,7 +159,7 @@ public final class EventLoop: @unchecked Sendable {
         readBuffer?.deallocate()
     }
 
-    /// `true` when called on this loop's thread.
+    /// `true` when called where loop-confined code may run: on this loop's thread, or inside ``runIfIdle(_:)``.
     public var inEventLoop: Bool {
         threadID.load(ordering: .acquiring) == UInt(pthread_self())
     }
@@ -165,6 +173,40 @@ public final class EventLoop: @unchecked Sendable {
     @discardableResult
     public func execute(_ work: @escaping @Sendable () -> Void) -> Bool {
         enqueue(work)
+    }
+
+    /// Runs `work` right away on the calling thread, as the loop would run it, if the loop is idle (waiting for
+    /// events, nothing queued) and not shut down; otherwise returns `false` and does nothing. On the loop's own
+    /// thread it always runs `work`.
+    ///
+    /// This saves a thread hand-off where latency matters (a send from a task that is not on the loop): the
+    /// loop is not woken, unless `work` queued something or armed a timer earlier than the loop's wait ends.
+    /// `work` must not block or wait for the loop; while it runs, the loop thread waits for it.
+    /// - Parameter work: Loop-confined work.
+    /// - Returns: Whether `work` ran.
+    public func runIfIdle(_ work: () -> Void) -> Bool {
+        if inEventLoop {
+            work()
+            return true
+        }
+        let ran = ownership.withLockIfAvailable { _ -> Bool in
+            guard shared.withLock({ $0.state == .running && $0.tasks.isEmpty }) else { return false }
+            own(work)
+            let wakeUp = timers.nextDeadline()
+            let timerEarlier = wakeUp.map { deadline in plannedWakeUp.map { deadline < $0 } ?? true } ?? false
+            shared.withLock { shared in
+                if timerEarlier || !shared.tasks.isEmpty { signalLocked(&shared) }
+            }
+            return true
+        }
+        return ran ?? false
+    }
+
+    /// Runs `body` as the loop's owner (``inEventLoop`` is true during it). Call with `ownership` held.
+    private func own<T>(_ body: () -> T) -> T {
+        threadID.store(UInt(pthread_self()), ordering: .releasing)
+        defer { threadID.store(0, ordering: .releasing) }
+        return body()
     }
 
     /// Runs `work` on the loop thread and returns its result.
@@ -313,7 +355,6 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func run() {
-        threadID.store(UInt(pthread_self()), ordering: .releasing)
         if let setThreadName = LinuxCalls.shared.setThreadName {
             // The kernel keeps at most 15 bytes of a thread name.
             _ = String(name.utf8.prefix(15))!.withCString { setThreadName(pthread_self(), $0) }
@@ -321,29 +362,49 @@ public final class EventLoop: @unchecked Sendable {
         let eventBuffer = UnsafeMutableRawBufferPointer.allocate(
             byteCount: LinuxConstants.epollEventSize * Self.maximumEventsPerWait, alignment: 8)
         defer { eventBuffer.deallocate() }
-        while shared.withLock({ $0.state == .running }) {
+        var timeout = ownership.withLock { _ in own { waitTimeout() } }
+        while true {
+            // The only time the loop thread does not own the loop: `runIfIdle` callers may take it meanwhile.
             let count = LinuxCalls.shared.epollWait(
-                epollFD, eventBuffer.baseAddress, Int32(Self.maximumEventsPerWait), waitTimeout())
-            for index in 0..<max(0, Int(count)) {
-                let event = EpollEvent(from: eventBuffer, at: index)
-                if event.token == 0 {
-                    var value: UInt64 = 0
-                    _ = Glibc.read(wakeFD, &value, MemoryLayout<UInt64>.size)
-                } else if let object = registrations[event.token] {
-                    object.handleEvents(event.events)
+                epollFD, eventBuffer.baseAddress, Int32(Self.maximumEventsPerWait), timeout)
+            let running = ownership.withLock { _ -> Bool in
+                own {
+                    runIteration(eventCount: Int(count), events: eventBuffer)
+                    guard shared.withLock({ $0.state == .running }) else { return false }
+                    timeout = waitTimeout()
+                    return true
                 }
             }
-            // Work that the batch queued on this loop (a task resumed by a delivery, then sending) runs in the
-            // same iteration, up to a few rounds, instead of costing an `epoll_wait` each.
-            var rounds = 0
-            repeat {
-                let batch = takeTasks()
-                fireDueTimers()
-                for task in batch { task() }
-                rounds += 1
-            } while rounds < Self.maximumTaskRounds && shared.withLock({ !$0.tasks.isEmpty && $0.state == .running })
+            if !running { break }
         }
-        // Drain: submitted work must still run so `submit` callers are resumed.
+        ownership.withLock { _ in own { finishShutdown() } }
+        finished.leave()
+    }
+
+    /// Handles one `epoll_wait`'s events, then the queued work and due timers.
+    private func runIteration(eventCount: Int, events eventBuffer: UnsafeMutableRawBufferPointer) {
+        for index in 0..<max(0, eventCount) {
+            let event = EpollEvent(from: eventBuffer, at: index)
+            if event.token == 0 {
+                var value: UInt64 = 0
+                _ = Glibc.read(wakeFD, &value, MemoryLayout<UInt64>.size)
+            } else if let object = registrations[event.token] {
+                object.handleEvents(event.events)
+            }
+        }
+        // Work that the batch queued on this loop (a task resumed by a delivery, then sending) runs in the
+        // same iteration, up to a few rounds, instead of costing an `epoll_wait` each.
+        var rounds = 0
+        repeat {
+            let batch = takeTasks()
+            fireDueTimers()
+            for task in batch { task() }
+            rounds += 1
+        } while rounds < Self.maximumTaskRounds && shared.withLock({ !$0.tasks.isEmpty && $0.state == .running })
+    }
+
+    /// Runs the work still queued (so `submit` callers are resumed), closes every socket and the descriptors.
+    private func finishShutdown() {
         while true {
             let batch = shared.withLock { shared -> [@Sendable () -> Void] in
                 if shared.tasks.isEmpty {
@@ -362,8 +423,6 @@ public final class EventLoop: @unchecked Sendable {
         timers.removeAll()
         Glibc.close(wakeFD)
         Glibc.close(epollFD)
-        threadID.store(0, ordering: .releasing)
-        finished.leave()
     }
 
     private func takeTasks() -> [@Sendable () -> Void] {
@@ -384,8 +443,9 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func waitTimeout() -> Int32 {
+        plannedWakeUp = timers.nextDeadline()
         if shared.withLock({ !$0.tasks.isEmpty }) { return 0 }
-        guard let deadline = timers.nextDeadline() else { return -1 }
+        guard let deadline = plannedWakeUp else { return -1 }
         let now = clock.now()
         if deadline <= now { return 0 }
         // A manual clock only moves through `advance`, which wakes the loop; no point waking on real time.

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import MultipeerIO
 import Testing
@@ -27,6 +28,51 @@ import Testing
             #expect(!loop.inEventLoop)
             let inside = try await loop.submit { loop.inEventLoop }
             #expect(inside)
+        }
+    }
+
+    @Test func runIfIdleRunsOnTheCallingThreadAsTheLoop() async throws {
+        try await withLoop { loop in
+            try await loop.submit {}  // the loop is now waiting for events
+            let caller = pthread_self()
+            var sameThread = false
+            var inside = false
+            let ran = loop.runIfIdle {
+                sameThread = pthread_equal(pthread_self(), caller) != 0
+                inside = loop.inEventLoop
+            }
+            #expect(ran && sameThread && inside)
+            #expect(!loop.inEventLoop)
+        }
+    }
+
+    @Test func runIfIdleDeclinesWhileTheLoopIsBusy() async throws {
+        try await withLoop { loop in
+            let started = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            loop.execute {
+                started.signal()
+                release.wait()
+            }
+            started.wait()
+            var ran = false
+            #expect(!loop.runIfIdle { ran = true })
+            #expect(!ran)
+            release.signal()
+            try await loop.submit {}
+        }
+    }
+
+    @Test func workAndTimersFromRunIfIdleWakeTheLoop() async throws {
+        try await withLoop { loop in
+            try await loop.submit {}
+            let done = DispatchSemaphore(value: 0)
+            // The loop waits without a timeout (no timers): a timer armed inline must wake it.
+            #expect(loop.runIfIdle { loop.scheduleTimer(after: .milliseconds(5)) { done.signal() } })
+            #expect(done.wait(timeout: .now() + 5) == .success)
+            try await loop.submit {}
+            #expect(loop.runIfIdle { loop.execute { done.signal() } })
+            #expect(done.wait(timeout: .now() + 5) == .success)
         }
     }
 

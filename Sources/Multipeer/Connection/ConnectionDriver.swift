@@ -1,11 +1,13 @@
 internal import MultipeerIO
+internal import Synchronization
 
 /// Binds a ``ConnectionCore`` to a TCP socket on an event loop: feeds it received bytes, writes its output
 /// while the socket's send buffer is below a high-water mark, runs its timers, and hands its events to the
 /// application side (``ConnectionShared``, ``PeerStream``). Loop-confined.
 final class ConnectionDriver: @unchecked Sendable {
-    // Safety of @unchecked Sendable: every mutable property is touched only on `loop`'s thread (the public
-    // objects reach it with `loop.execute`). Sendable only so closures run on the loop can capture it.
+    // Safety of @unchecked Sendable: every mutable property is touched only where `loop.inEventLoop` holds (the
+    // loop's thread, or a `runIfIdle` caller while it owns the loop; the public objects get there with
+    // `loop.execute` or `loop.runIfIdle`). Sendable only so closures run on the loop can capture it.
 
     /// Unwritten socket bytes above which the driver stops asking the core for frames.
     static let highWatermark = 256 * 1024
@@ -21,6 +23,8 @@ final class ConnectionDriver: @unchecked Sendable {
     let loop: EventLoop
     let core: ConnectionCore
     let shared: ConnectionShared
+    /// Set when bytes arrive, taken by the next send (``serviceAfterSend()``).
+    private let inlineSendCredit = Atomic<Bool>(true)
     private var socket: TCPConnection?
     private var timer: TimerID?
     private var timerDeadline: IOInstant?
@@ -65,6 +69,7 @@ final class ConnectionDriver: @unchecked Sendable {
         guard let socket else { return }
         socket.setHandlers(
             onBytes: { [self] bytes in
+                inlineSendCredit.store(true, ordering: .relaxed)
                 core.receive(bytes, now: loop.clock.now())
                 service()
             },
@@ -320,6 +325,15 @@ final class ConnectionDriver: @unchecked Sendable {
         } else {
             loop.execute { [self] in service() }
         }
+    }
+
+    /// After a send: like ``serviceSoon()``, but the first send since data last arrived is written from the
+    /// calling thread when the loop is idle (``EventLoop/runIfIdle(_:)``), saving the hand-off to the loop
+    /// thread that a request/response exchange would otherwise pay on every message. Later sends go through
+    /// the loop, which batches them: a task sending in a tight loop does not pay a system call per message.
+    func serviceAfterSend() {
+        if inlineSendCredit.exchange(false, ordering: .relaxed), loop.runIfIdle({ service() }) { return }
+        serviceSoon()
     }
 
     // MARK: - Commands from the public objects (loop thread)

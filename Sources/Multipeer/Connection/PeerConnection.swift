@@ -116,7 +116,7 @@ public final class PeerConnection: Sendable {
                 reason: "a \(message.count)-byte message exceeds the \(limit)-byte limit; send it as a stream")
         }
         let driver = driver
-        try await driver.shared.enqueue(message) { driver.serviceSoon() }
+        try await driver.shared.enqueue(message) { driver.serviceAfterSend() }
     }
 
     /// Sends a message that may be lost (Apple's `.unreliable` mode): one AES-GCM-protected UDP datagram,
@@ -200,7 +200,10 @@ public final class PeerConnection: Sendable {
         do {
             return try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<Duration, any Error>) in
-                if !driver.loop.execute({ driver.ping(continuation) }) {
+                // Sent from this thread if the loop is idle, which saves waking the loop thread.
+                if !driver.loop.runIfIdle({ driver.ping(continuation) })
+                    && !driver.loop.execute({ driver.ping(continuation) })
+                {
                     continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the loop stopped"))
                 }
             }
