@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Fuzzes a decoder with libFuzzer for a number of seconds (default 300): `scripts/fuzz.sh [SECONDS] [dns|wire|handshake]`,
-# the mDNS message decoder (default), the peer-connection frame decoder, or the connection setup (preamble and
-# hello parsers with the plaintext connection state machine behind them).
+# Fuzzes a decoder with libFuzzer for a number of seconds (default 300):
+# `scripts/fuzz.sh [SECONDS] [dns|wire|handshake|record]`, the mDNS message decoder (default), the peer-connection
+# frame decoder, the connection setup (preamble and hello parsers with the plaintext connection state machine
+# behind them), or the TLS record layer (parsing, AEAD, round trips and tampering).
 # Crash inputs land in fuzz-artifacts/; the script exits non-zero if libFuzzer finds one.
 # Replay a corpus or an artifact without sanitizers: swift run mdns-fuzz Fuzz/corpus/dns fuzz-artifacts
 set -euo pipefail
 
 duration="${1:-300}"
 target="${2:-dns}"
-case "$target" in dns | wire | handshake) ;; *) echo "usage: scripts/fuzz.sh [SECONDS] [dns|wire|handshake]" >&2; exit 64 ;; esac
+case "$target" in dns | wire | handshake | record) ;; *) echo "usage: scripts/fuzz.sh [SECONDS] [dns|wire|handshake|record]" >&2; exit 64 ;; esac
 cd "$(dirname "$0")/.."
 
 swift build -c release --product mdns-fuzz --scratch-path .build-fuzz \

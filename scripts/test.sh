@@ -22,4 +22,5 @@ if [[ -x scripts/fuzz.sh ]]; then
     time scripts/fuzz.sh 30 dns
     time scripts/fuzz.sh 20 wire
     time scripts/fuzz.sh 20 handshake
+    time scripts/fuzz.sh 20 record
 fi

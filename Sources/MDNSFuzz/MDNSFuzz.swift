@@ -47,13 +47,15 @@ enum FuzzOracle {
         switch fuzzTarget {
         case "wire": WireFuzzOracle.check(bytes)
         case "handshake": HandshakeFuzzHarness.check(bytes)
+        case "record": RecordFuzzHarness.check(bytes)
         default: FuzzOracle.check(bytes)
         }
         return 0
     }
 
     /// `MULTIPEER_FUZZ_TARGET=wire` fuzzes the wire-frame decoder, `handshake` the preamble and hello parsers
-    /// with the connection state machine behind them, anything else the mDNS decoder.
+    /// with the connection state machine behind them, `record` the TLS record layer, anything else the mDNS
+    /// decoder.
     nonisolated(unsafe) let fuzzTarget = getenv("MULTIPEER_FUZZ_TARGET").map { String(cString: $0) } ?? "dns"
 
     /// libFuzzer's driver (compiler-rt, LLVM 11 and later).
@@ -84,7 +86,16 @@ enum FuzzOracle {
             // `--wire` replays through the wire-frame oracle; `--write-wire-seeds DIR` writes its seed corpus.
             let wire = arguments.contains("--wire")
             let handshake = arguments.contains("--handshake")
-            arguments.removeAll { $0 == "--wire" || $0 == "--handshake" }
+            let record = arguments.contains("--record")
+            arguments.removeAll { $0 == "--wire" || $0 == "--handshake" || $0 == "--record" }
+            if arguments.first == "--write-record-seeds", arguments.count == 2 {
+                try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
+                for (index, seed) in RecordFuzzHarness.seeds().enumerated() {
+                    _ = manager.createFile(atPath: "\(arguments[1])/seed-\(index)", contents: Data(seed))
+                }
+                print("wrote \(RecordFuzzHarness.seeds().count) record seeds to \(arguments[1])")
+                return
+            }
             if arguments.first == "--write-handshake-seeds", arguments.count == 2 {
                 try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
                 for (index, seed) in HandshakeFuzzHarness.seeds().enumerated() {
@@ -116,8 +127,9 @@ enum FuzzOracle {
             }
             if files.isEmpty {
                 print(
-                    "usage: mdns-fuzz [--wire|--handshake] FILE_OR_DIRECTORY... | "
-                        + "mdns-fuzz --write-wire-seeds DIR | mdns-fuzz --write-handshake-seeds DIR")
+                    "usage: mdns-fuzz [--wire|--handshake|--record] FILE_OR_DIRECTORY... | "
+                        + "mdns-fuzz --write-wire-seeds DIR | mdns-fuzz --write-handshake-seeds DIR | "
+                        + "mdns-fuzz --write-record-seeds DIR")
                 exit(64)
             }
             var decoded = 0
@@ -125,6 +137,9 @@ enum FuzzOracle {
                 guard let data = manager.contents(atPath: file) else { continue }
                 if handshake {
                     HandshakeFuzzHarness.check(Array(data))
+                    decoded += 1
+                } else if record {
+                    RecordFuzzHarness.check(Array(data))
                     decoded += 1
                 } else if wire ? WireFuzzOracle.check(Array(data)) : FuzzOracle.check(Array(data)) {
                     decoded += 1

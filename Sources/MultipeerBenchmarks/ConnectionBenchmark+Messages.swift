@@ -64,6 +64,8 @@ extension ConnectionBenchmark {
         var pingP50: [Double] = []
         var pingP99: [Double] = []
         var hopP50: [Double] = []
+        var loopP50: [Double] = []
+        var loopP99: [Double] = []
         var rawP50: [Double] = []
         var rawP99: [Double] = []
         for run in 0..<options.runs {
@@ -80,6 +82,15 @@ extension ConnectionBenchmark {
                 pingP50.append(pingSummary.percentile(0.5))
                 pingP99.append(pingSummary.percentile(0.99))
                 hopP50.append(Summary(hops).percentile(0.5))
+                let onLoops = Summary(
+                    try phase("3 round trips TLS, tasks on the loops") {
+                        try blockingAwait {
+                            try await Self.loopRoundTrips(
+                                tls, rounds: sizes.roundTrips, payload: sizes.payload, warmup: 1000)
+                        }
+                    })
+                loopP50.append(onLoops.percentile(0.5))
+                loopP99.append(onLoops.percentile(0.99))
             } baseline: {
                 let raw = Summary(
                     try phase("3 raw ping-pong") {
@@ -92,14 +103,21 @@ extension ConnectionBenchmark {
         }
         notes.append(
             "3: per run \(sizes.roundTrips) recorded round trips (after 1000 unrecorded) of each kind over one TLS "
-                + "connection; rows show the median over runs of each run's p50 or p99; baseline: raw ping-pong, "
-                + "TCP_NODELAY, blocking sockets")
+                + "connection (\"tasks on loops\": a second connection whose echo task and measuring task run with "
+                + "executorPreference: connection.eventLoop); rows show the median over runs of each run's p50 or p99; "
+                + "baseline: raw ping-pong, TCP_NODELAY, blocking sockets")
         return [
             ConnectionRow(
                 "3 message round trip p50, TLS", ours: messageP50, baseline: rawP50, unit: .microseconds,
                 target: .atMostTimesBaseline(2), baselineName: "raw ping-pong p50"),
             ConnectionRow(
                 "3 message round trip p99, TLS", ours: messageP99, baseline: rawP99, unit: .microseconds,
+                baselineName: "raw ping-pong p99"),
+            ConnectionRow(
+                "3 message round trip p50, tasks on loops", ours: loopP50, baseline: rawP50, unit: .microseconds,
+                target: .atMostTimesBaseline(2), baselineName: "raw ping-pong p50"),
+            ConnectionRow(
+                "3 message round trip p99, tasks on loops", ours: loopP99, baseline: rawP99, unit: .microseconds,
                 baselineName: "raw ping-pong p99"),
             ConnectionRow(
                 "3 ping() round trip p50, TLS", ours: pingP50, baseline: rawP50, unit: .microseconds,
@@ -109,6 +127,46 @@ extension ConnectionBenchmark {
                 baselineName: "raw ping-pong p99"),
             ConnectionRow("3 (task -> loop -> task hop p50)", ours: hopP50, unit: .microseconds),
         ]
+    }
+
+    /// On one new connection: `warmup + rounds` message round trips as in ``roundTrips(_:rounds:payload:warmup:)``,
+    /// but the echo task runs on the acceptor's event loop and the measuring task on the dialer's
+    /// (`Task(executorPreference: connection.eventLoop)`), as an application that wants the lowest latency would
+    /// run them.
+    /// - Returns: The recorded round trips in nanoseconds.
+    static func loopRoundTrips(_ peers: LoopbackPeers, rounds: Int, payload: Int, warmup: Int) async throws
+        -> [UInt64]
+    {
+        try await peers.withPair { dialer, acceptor in
+            let echo = Task(executorPreference: acceptor.eventLoop) {
+                for await message in acceptor.messages {
+                    do { try await acceptor.send(message) } catch { break }
+                }
+            }
+            let measured = Task(executorPreference: dialer.eventLoop) { () throws -> [UInt64] in
+                var replies = dialer.messages.makeAsyncIterator()
+                var message = [UInt8](repeating: 0x42, count: payload)
+                var times: [UInt64] = []
+                times.reserveCapacity(rounds)
+                for round in 0..<(warmup + rounds) {
+                    message[0] = UInt8(truncatingIfNeeded: round)
+                    let start = BaselineSocket.nanoseconds()
+                    try await dialer.send(message)
+                    guard let reply = await replies.next() else {
+                        throw BenchmarkError("the connection ended at round trip \(round)")
+                    }
+                    let took = nanosecondsSince(start)
+                    guard reply.count == payload, reply[0] == message[0] else {
+                        throw BenchmarkError("wrong echo at round trip \(round)")
+                    }
+                    if round >= warmup { times.append(took) }
+                }
+                return times
+            }
+            let times = try await measured.value
+            _ = echo
+            return times
+        }
     }
 
     /// On one new connection: `warmup + rounds` message round trips (a task on the acceptor echoes every message

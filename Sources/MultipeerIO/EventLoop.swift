@@ -67,6 +67,8 @@ public final class EventLoop: @unchecked Sendable {
 
     /// The clock the loop's timers read.
     public let clock: any IOClock
+    /// Whether `clock` is a `ManualClock` (checked once: a dynamic cast on every iteration costs measurably).
+    private let usesManualClock: Bool
     let name: String
 
     private let epollFD: Int32
@@ -113,6 +115,7 @@ public final class EventLoop: @unchecked Sendable {
     public init(name: String = "multipeer-io", clock: any IOClock = MonotonicClock()) throws(SystemCallError) {
         self.name = name
         self.clock = clock
+        usesManualClock = clock is ManualClock
         let calls = LinuxCalls.shared
         let epollFD = try retryingSystemCall("epoll_create1") { calls.epollCreate1(LinuxConstants.closeOnExec) }
         self.epollFD = epollFD
@@ -449,7 +452,7 @@ public final class EventLoop: @unchecked Sendable {
         let now = clock.now()
         if deadline <= now { return 0 }
         // A manual clock only moves through `advance`, which wakes the loop; no point waking on real time.
-        if clock is ManualClock { return -1 }
+        if usesManualClock { return -1 }
         let nanoseconds = deadline.nanoseconds - now.nanoseconds
         let milliseconds = (nanoseconds + 999_999) / 1_000_000
         return Int32(clamping: milliseconds)

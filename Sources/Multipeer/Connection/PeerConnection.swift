@@ -14,6 +14,12 @@ public final class PeerConnection: Sendable {
     /// The peer's streams, in the order it opened them. Ends when the connection closes.
     public let incomingStreams: AsyncStream<PeerStream>
 
+    /// The event loop that owns this connection. Tasks that react to its messages with low latency can run
+    /// on it: `Task(executorPreference: connection.eventLoop) { for await m in connection.messages { ... } }`
+    /// resumes on the loop thread when a message arrives, and what it sends is written at once, with no
+    /// thread hand-off either way. Such tasks must not block.
+    public var eventLoop: EventLoop { driver.loop }
+
     /// The largest unreliable message sent as a single UDP datagram, or nil when the connection has no
     /// datagram path (plaintext, or the peer announced none); see ``sendUnreliable(_:)``.
     public let datagramPayloadLimit: Int?
