@@ -73,7 +73,7 @@ final class TLSRecordLayer: RecordLayer {
             session.receivedCiphertext(bytes)
             return
         }
-        _ = try decoder.fill { (buffer) throws(ConnectionError) in
+        _ = try decoder.fill(upTo: bytes.count) { (buffer) throws(ConnectionError) in
             try session.receivedCiphertext(bytes, decryptingInto: &buffer)
         }
     }
@@ -106,7 +106,8 @@ final class TLSRecordLayer: RecordLayer {
     func open(into decoder: inout FrameDecoder, maximum: Int) throws(ConnectionError) -> (count: Int, closeNotify: Bool) {
         guard session.isHandshakeComplete else { return (0, false) }
         var status = TLSReadStatus.ok
-        let count = try decoder.fill { (buffer) throws(ConnectionError) in
+        let expected = min(maximum, session.unreadCiphertextByteCount + TLSSession.maximumRecordPlaintext)
+        let count = try decoder.fill(upTo: expected) { (buffer) throws(ConnectionError) in
             status = try session.decrypt(into: &buffer, maximum: maximum)
         }
         return (count, status == .closeNotify)

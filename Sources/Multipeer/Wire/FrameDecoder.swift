@@ -30,13 +30,17 @@ public struct FrameDecoder: Sendable {
     /// - Parameter bytes: The bytes of one read, in stream order.
     public mutating func append(_ bytes: some Collection<UInt8>) {
         guard failure == nil else { return }
-        // Drop what was already decoded, so the buffer is only the unread part of at most one frame plus
-        // this read (moving that part costs at most one frame's bytes per read).
-        if readIndex > 0 {
-            buffer.removeSubrange(0..<readIndex)
-            readIndex = 0
-        }
+        makeRoom(for: bytes.count)
         buffer.append(contentsOf: bytes)
+    }
+
+    /// Drops what was already decoded before `count` more bytes are added, so the buffer is only the unread part
+    /// of at most one frame plus this read (moving that part costs at most one frame's bytes per read, and
+    /// keeps the buffer small enough to stay in cache: moving it only when full was slower).
+    private mutating func makeRoom(for count: Int) {
+        guard readIndex > 0 else { return }
+        buffer.removeSubrange(0..<readIndex)
+        readIndex = 0
     }
 
     /// Appends the bytes of a read without going through an intermediate array.
@@ -44,15 +48,12 @@ public struct FrameDecoder: Sendable {
         append(bytes.assumingMemoryBound(to: UInt8.self))
     }
 
-    /// Lets `body` append bytes straight to the decoder's buffer (decrypting into it, for example); `body` must
-    /// only append. Nothing happens once decoding has failed.
+    /// Lets `body` append up to about `count` bytes straight to the decoder's buffer (decrypting into it, for
+    /// example); `body` must only append. Nothing happens once decoding has failed.
     /// - Returns: How many bytes `body` appended.
-    mutating func fill<E: Error>(_ body: (inout [UInt8]) throws(E) -> Void) throws(E) -> Int {
+    mutating func fill<E: Error>(upTo count: Int, _ body: (inout [UInt8]) throws(E) -> Void) throws(E) -> Int {
         guard failure == nil else { return 0 }
-        if readIndex > 0 {
-            buffer.removeSubrange(0..<readIndex)
-            readIndex = 0
-        }
+        makeRoom(for: count)
         let before = buffer.count
         try body(&buffer)
         return buffer.count - before
@@ -105,8 +106,12 @@ public struct FrameDecoder: Sendable {
         let start = h + Frame.headerLength
         let end = start + Int(length)
         guard end <= buffer.count else { return nil }
-        var reader = PayloadReader(bytes: buffer, type: type, offset: start, end: end)
-        let frame = try reader.readFrame(flags: flags, channel: channel, limits: limits)
+        let frame: Frame
+        do {
+            // The reader shares the buffer: it must be gone before the buffer changes, or the change copies it.
+            var reader = PayloadReader(bytes: buffer, type: type, offset: start, end: end)
+            frame = try reader.readFrame(flags: flags, channel: channel, limits: limits)
+        }
         readIndex = end
         if readIndex == buffer.count {
             buffer.removeAll(keepingCapacity: true)
