@@ -53,7 +53,7 @@ final class ConnectionShared: Sendable {
 
     /// Queues a message; returns whether the loop must be woken to drain, or throws when closed. Suspends
     /// while the queue is over its limit.
-    func enqueue(_ message: [UInt8], wake: () -> Void) async throws(ConnectionError) {
+    nonisolated(nonsending) func enqueue(_ message: [UInt8], wake: () -> Void) async throws(ConnectionError) {
         enum Decision {
             case queued(wake: Bool)
             case wait
@@ -233,7 +233,7 @@ final class ConnectionShared: Sendable {
 
     /// The next message, or nil once the connection closed and every message was taken. `wake` is called
     /// when the loop should be told how many reliable bytes the application took (to return their credit).
-    func nextMessage(consumed wake: @escaping @Sendable () -> Void) async -> [UInt8]? {
+    nonisolated(nonsending) func nextMessage(consumed wake: @escaping @Sendable () -> Void) async -> [UInt8]? {
         enum Decision {
             case message([UInt8], wake: Bool)
             case end
@@ -275,7 +275,9 @@ final class ConnectionShared: Sendable {
     /// Up to `limit` queued messages (at least one, whatever its size, and then no more than 64 KiB in all), or
     /// a message a waiting reader was handed; empty once the connection closed and every message was taken.
     /// Taking several under one lock is what lets a reader keep up with many small messages.
-    func nextMessages(limit: Int, consumed wake: @escaping @Sendable () -> Void) async -> [[UInt8]] {
+    nonisolated(nonsending) func nextMessages(limit: Int, consumed wake: @escaping @Sendable () -> Void) async
+        -> [[UInt8]]
+    {
         let (batch, shouldWake) = state.withLock { state -> ([[UInt8]], Bool) in
             var batch: [[UInt8]] = []
             var bytes = 0

@@ -114,7 +114,7 @@ public final class PeerConnection: Sendable {
     /// instead of growing memory.
     /// - Parameter message: At most ``FrameLimits/maximumMessageLength`` bytes.
     /// - Throws: ``ConnectionError`` if the connection is closing or closed.
-    public func send(_ message: [UInt8]) async throws(ConnectionError) {
+    public nonisolated(nonsending) func send(_ message: [UInt8]) async throws(ConnectionError) {
         let limit = driver.core.configuration.frameLimits.maximumMessageLength
         guard UInt64(message.count) <= limit else {
             throw ConnectionError(
@@ -171,7 +171,7 @@ public final class PeerConnection: Sendable {
             }
 
             /// The next message, or nil once the connection closed.
-            public mutating func next() async -> [UInt8]? {
+            public nonisolated(nonsending) mutating func next() async -> [UInt8]? {
                 if index == taken.count {
                     let driver = connection.driver
                     taken = await driver.shared.nextMessages(limit: 64) { driver.serviceSoon() }
