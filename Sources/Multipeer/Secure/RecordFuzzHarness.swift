@@ -66,6 +66,15 @@ public enum RecordFuzzHarness {
     /// Opens every whole record of `bytes` in order; throws on the first refused one.
     static func openAll(_ bytes: [UInt8], with protection: TLSRecordProtection) throws(ConnectionError) -> [UInt8] {
         var output: [UInt8] = []
+        try openAll(bytes, with: protection, into: &output)
+        return output
+    }
+
+    /// Opens every whole record of `bytes` in order, appending the plaintext to `output`; throws on the first
+    /// refused one.
+    static func openAll(_ bytes: [UInt8], with protection: TLSRecordProtection, into output: inout [UInt8])
+        throws(ConnectionError)
+    {
         var offset = 0
         let header = TLSRecordProtection.headerLength
         while offset + header <= bytes.count {
@@ -87,7 +96,6 @@ public enum RecordFuzzHarness {
             guard let length = try result.get() else { break }
             offset += length
         }
-        return output
     }
 
     /// Seed inputs: a few round trips of each suite (with and without a flipped bit) and raw records.
