@@ -863,22 +863,23 @@ final class ConnectionCore {
 
     /// Queues messages on the default message channel, in order, all or none (the batch must fit in
     /// ``queueRoom(channel:)``): ``sendMessage(_:channel:)`` for many messages at the cost of one.
-    func sendMessages(_ messages: [[UInt8]]) throws(ConnectionError) {
+    func sendMessages(_ messages: consuming [[UInt8]]) throws(ConnectionError) {
         guard phase == .established || (phase == .closing && !goodbyeSent) else { throw notOpen() }
         var total = 0
-        for message in messages {
-            guard UInt64(message.count) <= configuration.frameLimits.maximumMessageLength else {
+        for index in messages.indices {
+            let count = messages[index].count
+            guard UInt64(count) <= configuration.frameLimits.maximumMessageLength else {
                 throw ConnectionError(
                     code: .invalidConfiguration,
                     reason:
-                        "a \(message.count)-byte message exceeds the "
+                        "a \(count)-byte message exceeds the "
                         + "\(configuration.frameLimits.maximumMessageLength)-byte limit; send it as a stream or resource")
             }
-            total += message.count
+            total += count
         }
         try checkWritable(defaultMessageChannel)
         do {
-            try scheduler.enqueueMessages(messages, channel: defaultMessageChannel)
+            try scheduler.enqueueMessages(consume messages, channel: defaultMessageChannel)
         } catch {
             throw ConnectionError(code: .internalFailure, reason: "\(error)")
         }

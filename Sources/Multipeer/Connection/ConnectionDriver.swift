@@ -141,7 +141,7 @@ final class ConnectionDriver: @unchecked Sendable {
             let (batch, bytes) = shared.takeOutbound(upTo: core.queueRoom(channel: 0))
             if batch.isEmpty { break }
             do {
-                try core.sendMessages(batch)
+                try core.sendMessages(consume batch)
             } catch {
                 core.fail(error)
                 return true

@@ -90,6 +90,16 @@ public struct FrameScheduler: Sendable {
 
         mutating func replaceFirst(_ item: Item) { items[head] = item }
 
+        /// Moves the first item out (its slot keeps an empty placeholder until ``removeFirst()`` or
+        /// ``replaceFirst(_:)``): no reference count changes, which matter when the caller's array is shared
+        /// with the sending thread.
+        mutating func takeFirst() -> Item? {
+            guard head < items.count else { return nil }
+            var taken = Item(kind: .data, bytes: [])
+            swap(&taken, &items[head])
+            return taken
+        }
+
         mutating func removeFirst() {
             items[head] = Item(kind: .data, bytes: [])  // lets the caller's bytes go now
             head += 1
@@ -184,7 +194,9 @@ public struct FrameScheduler: Sendable {
     ///   - messages: The messages, each sent whole or in fragments like ``enqueueMessage(_:channel:)``.
     ///   - channel: A writable channel (not 0).
     /// - Throws: ``FrameSchedulerError`` if the channel is not writable or the batch does not fit.
-    public mutating func enqueueMessages(_ messages: [[UInt8]], channel: UInt32) throws(FrameSchedulerError) {
+    public mutating func enqueueMessages(_ messages: consuming [[UInt8]], channel: UInt32)
+        throws(FrameSchedulerError)
+    {
         guard !messages.isEmpty else { return }
         guard channel != 0, !closing.contains(channel) else { throw .channelNotWritable(channel) }
         var queue = queues.removeValue(forKey: channel) ?? ItemQueue()
@@ -194,8 +206,12 @@ public struct FrameScheduler: Sendable {
         }
         if queue.isEmpty { ring.append(channel) }
         var id = nextMessageID[channel, default: 0]
-        for message in messages {
-            queue.append(Item(kind: .message(id: id), bytes: message))
+        var messages = messages
+        for index in messages.indices {
+            // Moved out, not copied: no reference count traffic on arrays the sending thread may still hold.
+            var bytes: [UInt8] = []
+            swap(&bytes, &messages[index])
+            queue.append(Item(kind: .message(id: id), bytes: bytes))
             id &+= 1
         }
         nextMessageID[channel] = id
@@ -285,7 +301,7 @@ public struct FrameScheduler: Sendable {
         // Taken out of the dictionary so the queue is uniquely referenced: changing it must not copy it.
         guard var queue = queues.removeValue(forKey: channel) else { return nil }
         defer { queues[channel] = queue.isEmpty ? nil : queue }
-        guard var item = queue.first else { return nil }
+        guard var item = queue.takeFirst() else { return nil }
         let frame: Frame
         let isDone: Bool
         switch item.kind {
@@ -296,6 +312,7 @@ public struct FrameScheduler: Sendable {
         case .data:
             let remaining = item.bytes.count - item.sent
             guard let count = reserve(channel: channel, overhead: 0, remaining: remaining, flow: &flow) else {
+                queue.replaceFirst(item)
                 return nil
             }
             frame = .channelData(channel: channel, bytes: Array(item.bytes[item.sent..<item.sent + count]))
@@ -305,16 +322,25 @@ public struct FrameScheduler: Sendable {
             let overhead = item.started ? Self.messageOverhead : Self.messageFirstOverhead
             let remaining = item.bytes.count - item.sent
             guard let count = reserve(channel: channel, overhead: overhead, remaining: remaining, flow: &flow) else {
+                queue.replaceFirst(item)
                 return nil
             }
-            // A message sent whole shares the caller's array; a fragment is a copy of its part.
+            let total = item.bytes.count
+            let payload: [UInt8]
+            if count == total {
+                // A message sent whole moves the caller's array into the frame; a fragment copies its part.
+                var whole: [UInt8] = []
+                swap(&whole, &item.bytes)
+                payload = whole
+            } else {
+                payload = Array(item.bytes[item.sent..<item.sent + count])
+            }
             let fragment = Frame.MessageFragment(
-                id: id, totalLength: item.started ? nil : UInt64(item.bytes.count), isLast: count == remaining,
-                bytes: count == item.bytes.count ? item.bytes : Array(item.bytes[item.sent..<item.sent + count]))
+                id: id, totalLength: item.started ? nil : UInt64(total), isLast: count == remaining, bytes: payload)
             frame = .message(channel: channel, fragment: fragment)
             item.started = true
             item.sent += count
-            isDone = item.sent == item.bytes.count
+            isDone = item.sent == total
         }
         if isDone {
             queue.removeFirst()
