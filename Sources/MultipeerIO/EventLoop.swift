@@ -90,12 +90,23 @@ public final class EventLoop: @unchecked Sendable {
         // Unbounded by design: `execute` is a thread-safe hand-off with no way to push back on callers, and every
         // caller in this package enqueues work proportional to its own bounded state (a send, a socket creation).
         // A queue limit would turn overload into silently lost work; callers that need a bound apply it upstream.
-        var tasks: [@Sendable () -> Void] = []
+        var tasks: [Work] = []
         var state = RunState.running
         var wakePending = false
     }
 
+    /// One unit of queued work: a closure from `execute`/`submit`, or a job of a task that prefers this loop
+    /// (kept as is: wrapping it in a closure would cost an allocation per job).
+    private enum Work: @unchecked Sendable {
+        // Safety of @unchecked Sendable: an `UnownedJob` is handed to this loop to run exactly once, here.
+        case closure(@Sendable () -> Void)
+        case job(UnownedJob)
+    }
+
     private let shared = Mutex(Shared())
+    /// The storage of the last batch run, emptied, handed back to `shared.tasks` by the next `takeTasks()` so
+    /// that queueing work does not allocate. Loop-confined.
+    private var spareTasks: [Work] = []
 
     // Loop-thread state.
     private var registrations: [UInt64: any EventLoopSelectable] = [:]
@@ -334,6 +345,10 @@ public final class EventLoop: @unchecked Sendable {
     // MARK: - Thread
 
     private func enqueue(_ work: @escaping @Sendable () -> Void) -> Bool {
+        enqueue(work: .closure(work))
+    }
+
+    private func enqueue(work: Work) -> Bool {
         // Work queued by the loop thread itself runs before the loop waits again (the wait has no timeout while
         // work is queued), so it needs no wake-up: no eventfd write, no system call.
         let fromLoop = inEventLoop
@@ -399,9 +414,11 @@ public final class EventLoop: @unchecked Sendable {
         // same iteration, up to a few rounds, instead of costing an `epoll_wait` each.
         var rounds = 0
         repeat {
-            let batch = takeTasks()
+            var batch = takeTasks()
             fireDueTimers()
-            for task in batch { task() }
+            run(batch)
+            batch.removeAll(keepingCapacity: batch.capacity <= 1024)
+            spareTasks = batch
             rounds += 1
         } while rounds < Self.maximumTaskRounds && shared.withLock({ !$0.tasks.isEmpty && $0.state == .running })
     }
@@ -409,7 +426,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs the work still queued (so `submit` callers are resumed), closes every socket and the descriptors.
     private func finishShutdown() {
         while true {
-            let batch = shared.withLock { shared -> [@Sendable () -> Void] in
+            let batch = shared.withLock { shared -> [Work] in
                 if shared.tasks.isEmpty {
                     shared.state = .stopped
                     return []
@@ -418,7 +435,7 @@ public final class EventLoop: @unchecked Sendable {
                 return shared.tasks
             }
             if batch.isEmpty { break }
-            for task in batch { task() }
+            run(batch)
         }
         let owned = registrations
         registrations.removeAll()
@@ -428,11 +445,23 @@ public final class EventLoop: @unchecked Sendable {
         Glibc.close(epollFD)
     }
 
-    private func takeTasks() -> [@Sendable () -> Void] {
+    /// Takes the queued work, leaving the spare (empty) storage in its place.
+    private func takeTasks() -> [Work] {
+        var batch = spareTasks
+        spareTasks = []
         shared.withLock { shared in
             shared.wakePending = false
-            defer { shared.tasks.removeAll(keepingCapacity: true) }
-            return shared.tasks
+            swap(&batch, &shared.tasks)
+        }
+        return batch
+    }
+
+    private func run(_ batch: [Work]) {
+        for work in batch {
+            switch work {
+            case .closure(let closure): closure()
+            case .job(let job): job.runSynchronously(on: asUnownedTaskExecutor())
+            }
         }
     }
 
@@ -468,8 +497,6 @@ public final class EventLoop: @unchecked Sendable {
 extension EventLoop: TaskExecutor {
     /// Runs `job` on the loop thread after the work already queued.
     public func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let executor = asUnownedTaskExecutor()
-        _ = enqueue { job.runSynchronously(on: executor) }
+        _ = enqueue(work: .job(UnownedJob(job)))
     }
 }

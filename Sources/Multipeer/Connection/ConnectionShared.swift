@@ -25,8 +25,9 @@ final class ConnectionShared: Sendable {
         /// Consumed bytes reported to the loop at once: 64 KiB, or a quarter of the receive buffer limit if less.
         var reportBatch = 65_536
         var head = 0
-        /// Tasks waiting for a message, first come first served.
-        var readers: [CheckedContinuation<[UInt8]?, Never>] = []
+        /// Tasks waiting for a message, first come first served. Unsafe continuations (no checking cost per
+        /// message): each is resumed exactly once, by the delivery that removes it or by `close`.
+        var readers: [UnsafeContinuation<[UInt8]?, Never>] = []
         var consumed = 0
         var consumeKickScheduled = false
     }
@@ -181,7 +182,7 @@ final class ConnectionShared: Sendable {
     /// Delivers a message to the application (loop side).
     /// - Parameter limit: For an unreliable datagram, the unread bytes beyond which it is dropped instead.
     func deliver(_ message: [UInt8], dropAbove limit: Int? = nil) {
-        let reader = state.withLock { state -> CheckedContinuation<[UInt8]?, Never>? in
+        let reader = state.withLock { state -> UnsafeContinuation<[UInt8]?, Never>? in
             if !state.inbound.readers.isEmpty {
                 if limit == nil { state.inbound.handedOver += message.count }
                 return state.inbound.readers.removeFirst()
@@ -205,8 +206,8 @@ final class ConnectionShared: Sendable {
             if let message = batch.first { deliver(message) }
             return
         }
-        let handed = state.withLock { state -> [(CheckedContinuation<[UInt8]?, Never>, [UInt8])] in
-            var handed: [(CheckedContinuation<[UInt8]?, Never>, [UInt8])] = []
+        let handed = state.withLock { state -> [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] in
+            var handed: [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] = []
             var index = 0
             // Readers only wait while nothing is queued, so handing them the first messages keeps the order.
             while index < batch.count, !state.inbound.readers.isEmpty {
@@ -250,7 +251,7 @@ final class ConnectionShared: Sendable {
         case .end:
             return nil
         case .wait:
-            let message = await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8]?, Never>) in
+            let message = await withUnsafeContinuation { (continuation: UnsafeContinuation<[UInt8]?, Never>) in
                 let ready = state.withLock { state -> ([UInt8]?, Bool)? in
                     if let (message, wake) = Self.pop(&state.inbound) { return (message, wake) }
                     if state.closed != nil { return (nil, false) }
