@@ -122,6 +122,52 @@ import Testing
         }
     }
 
+    @Test func writesFromBorrowedMemoryArriveIntactThroughABlockedSocket() async throws {
+        // Writes from the caller's memory send what the kernel takes and copy only the rest; the reader sees
+        // the loop's read buffer (onBytes). 8 MiB in 1 MiB writes from one reused buffer, whose contents change
+        // after every write, against a reader that starts paused: nothing may be lost, reordered or aliased.
+        let writes = 8
+        let chunk = 1 << 20
+        try await withLoop { loop in
+            let received = Mutex<[UInt8]>([])
+            let server = Collector<TCPConnection>()
+            let address = try await loop.submit {
+                let listener = try TCPListener(loop: loop, address: SocketAddress(.v4(.loopback), port: 0))
+                listener.setAcceptHandler { connection in
+                    connection.pauseReading()
+                    connection.setHandlers(
+                        onBytes: { bytes in received.withLock { $0.append(contentsOf: bytes) } }, onClose: { _ in })
+                    server.append(connection)
+                }
+                return try listener.localAddress()
+            }
+            try await loop.submit {
+                TCPConnection.connect(to: address, loop: loop) { result in
+                    guard case .success(let connection) = result else { return }
+                    connection.setHandlers(onData: { _ in }, onClose: { _ in })
+                    var buffer = [UInt8](repeating: 0, count: chunk)
+                    for write in 0..<writes {
+                        for index in buffer.indices { buffer[index] = UInt8(truncatingIfNeeded: index &+ write) }
+                        buffer.withUnsafeBytes { connection.write($0) }
+                    }
+                }
+            }
+            #expect(await eventually { server.count == 1 })
+            try await loop.submit { server.values[0].resumeReading() }
+            #expect(await eventually(timeout: .seconds(30)) { received.withLock { $0.count } == writes * chunk })
+            let bytes = received.withLock { $0 }
+            var mismatches = 0
+            for write in 0..<writes {
+                for index in stride(from: 0, to: chunk, by: 4099)
+                where bytes[write * chunk + index] != UInt8(truncatingIfNeeded: index &+ write) {
+                    mismatches += 1
+                }
+            }
+            #expect(mismatches == 0)
+            try await loop.submit { server.values[0].close() }
+        }
+    }
+
     @Test func peerResetIsReportedAsAnError() async throws {
         try await withLoop { loop in
             let clientClosed = Collector<String>()
