@@ -88,28 +88,18 @@ enum FuzzOracle {
             let handshake = arguments.contains("--handshake")
             let record = arguments.contains("--record")
             arguments.removeAll { $0 == "--wire" || $0 == "--handshake" || $0 == "--record" }
-            if arguments.first == "--write-record-seeds", arguments.count == 2 {
+            let seedWriters: [String: (name: String, seeds: () -> [[UInt8]])] = [
+                "--write-record-seeds": ("record", RecordFuzzHarness.seeds),
+                "--write-handshake-seeds": ("handshake", HandshakeFuzzHarness.seeds),
+                "--write-wire-seeds": ("wire", WireFuzzOracle.seeds),
+            ]
+            if let option = arguments.first, let writer = seedWriters[option], arguments.count == 2 {
                 try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
-                for (index, seed) in RecordFuzzHarness.seeds().enumerated() {
+                let seeds = writer.seeds()
+                for (index, seed) in seeds.enumerated() {
                     _ = manager.createFile(atPath: "\(arguments[1])/seed-\(index)", contents: Data(seed))
                 }
-                print("wrote \(RecordFuzzHarness.seeds().count) record seeds to \(arguments[1])")
-                return
-            }
-            if arguments.first == "--write-handshake-seeds", arguments.count == 2 {
-                try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
-                for (index, seed) in HandshakeFuzzHarness.seeds().enumerated() {
-                    _ = manager.createFile(atPath: "\(arguments[1])/seed-\(index)", contents: Data(seed))
-                }
-                print("wrote \(HandshakeFuzzHarness.seeds().count) handshake seeds to \(arguments[1])")
-                return
-            }
-            if arguments.first == "--write-wire-seeds", arguments.count == 2 {
-                try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
-                for (index, seed) in WireFuzzOracle.seeds().enumerated() {
-                    _ = manager.createFile(atPath: "\(arguments[1])/seed-\(index)", contents: Data(seed))
-                }
-                print("wrote \(WireFuzzOracle.seeds().count) wire seeds to \(arguments[1])")
+                print("wrote \(seeds.count) \(writer.name) seeds to \(arguments[1])")
                 return
             }
             for path in arguments {

@@ -138,35 +138,49 @@ extension ConnectionBenchmark {
         -> [UInt64]
     {
         try await peers.withPair { dialer, acceptor in
-            let echo = Task(executorPreference: acceptor.eventLoop) {
-                for await message in acceptor.messages {
-                    do { try await acceptor.send(message) } catch { break }
-                }
-            }
-            let measured = Task(executorPreference: dialer.eventLoop) { () throws -> [UInt64] in
-                var replies = dialer.messages.makeAsyncIterator()
-                var message = [UInt8](repeating: 0x42, count: payload)
-                var times: [UInt64] = []
-                times.reserveCapacity(rounds)
-                for round in 0..<(warmup + rounds) {
-                    message[0] = UInt8(truncatingIfNeeded: round)
-                    let start = BaselineSocket.nanoseconds()
-                    try await dialer.send(message)
-                    guard let reply = await replies.next() else {
-                        throw BenchmarkError("the connection ended at round trip \(round)")
-                    }
-                    let took = nanosecondsSince(start)
-                    guard reply.count == payload, reply[0] == message[0] else {
-                        throw BenchmarkError("wrong echo at round trip \(round)")
-                    }
-                    if round >= warmup { times.append(took) }
-                }
-                return times
+            let echo = startEcho(acceptor, on: acceptor.eventLoop)
+            let measured = Task(executorPreference: dialer.eventLoop) {
+                try await timedEchoes(dialer, rounds: rounds, payload: payload, warmup: warmup)
             }
             let times = try await measured.value
             _ = echo
             return times
         }
+    }
+
+    /// A task (on `executor`, if given) that sends every message of `acceptor` back; it ends with the connection.
+    static func startEcho(_ acceptor: PeerConnection, on executor: (any TaskExecutor)?) -> Task<Void, Never> {
+        Task(executorPreference: executor) {
+            for await message in acceptor.messages {
+                do { try await acceptor.send(message) } catch { break }
+            }
+        }
+    }
+
+    /// `warmup + rounds` round trips of a `payload`-byte message from `dialer` (whose peer echoes them), each timed
+    /// from just before `send` to the echo taken from a `messages` iterator.
+    /// - Returns: The last `rounds` round trips in nanoseconds.
+    static func timedEchoes(_ dialer: PeerConnection, rounds: Int, payload: Int, warmup: Int) async throws
+        -> [UInt64]
+    {
+        var replies = dialer.messages.makeAsyncIterator()
+        var message = [UInt8](repeating: 0x42, count: payload)
+        var times: [UInt64] = []
+        times.reserveCapacity(rounds)
+        for round in 0..<(warmup + rounds) {
+            message[0] = UInt8(truncatingIfNeeded: round)
+            let start = BaselineSocket.nanoseconds()
+            try await dialer.send(message)
+            guard let reply = await replies.next() else {
+                throw BenchmarkError("the connection ended at round trip \(round)")
+            }
+            let took = nanosecondsSince(start)
+            guard reply.count == payload, reply[0] == message[0] else {
+                throw BenchmarkError("wrong echo at round trip \(round)")
+            }
+            if round >= warmup { times.append(took) }
+        }
+        return times
     }
 
     /// On one new connection: `warmup + rounds` message round trips (a task on the acceptor echoes every message
@@ -180,28 +194,8 @@ extension ConnectionBenchmark {
         _ peers: LoopbackPeers, rounds: Int, payload: Int, warmup: Int
     ) async throws -> (messages: [UInt64], pings: [UInt64], hops: [UInt64]) {
         try await peers.withPair { dialer, acceptor in
-            let echo = Task {
-                for await message in acceptor.messages {
-                    do { try await acceptor.send(message) } catch { break }
-                }
-            }
-            var replies = dialer.messages.makeAsyncIterator()
-            var message = [UInt8](repeating: 0x42, count: payload)
-            var messages: [UInt64] = []
-            messages.reserveCapacity(rounds)
-            for round in 0..<(warmup + rounds) {
-                message[0] = UInt8(truncatingIfNeeded: round)
-                let start = BaselineSocket.nanoseconds()
-                try await dialer.send(message)
-                guard let reply = await replies.next() else {
-                    throw BenchmarkError("the connection ended at round trip \(round)")
-                }
-                let took = nanosecondsSince(start)
-                guard reply.count == payload, reply[0] == message[0] else {
-                    throw BenchmarkError("wrong echo at round trip \(round)")
-                }
-                if round >= warmup { messages.append(took) }
-            }
+            let echo = startEcho(acceptor, on: nil)
+            let messages = try await timedEchoes(dialer, rounds: rounds, payload: payload, warmup: warmup)
             var pings: [UInt64] = []
             pings.reserveCapacity(rounds)
             for round in 0..<(warmup + rounds) {
