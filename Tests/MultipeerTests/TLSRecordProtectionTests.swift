@@ -103,6 +103,52 @@ struct TLSRecordProtectionTests {
         #expect(try pair.server.decrypt(into: &received, maximum: .max) == .closeNotify)
     }
 
+    @Test("our key updates (every few records here) are followed by OpenSSL's record layer and by ours")
+    func ourKeyUpdates() throws {
+        var random = SplitMix64(seed: 0x6b65_7975)
+        for receiverOwn in [false, true] {
+            let pair = try pair(suite: "TLS_AES_256_GCM_SHA384", clientOwn: true, serverOwn: receiverOwn)
+            pair.client.setKeyUpdateInterval(3)
+            let data = random.bytes(200_000)  // 13 records: four key updates on the way
+            let received = try send(data, from: pair.client, to: pair.server, piece: 30_000, maximum: 70_000)
+            #expect(received == data, "server own record layer: \(receiverOwn)")
+            // The other direction is unaffected.
+            let back = try send(Array(data.prefix(1000)), from: pair.server, to: pair.client, piece: 500, maximum: 800)
+            #expect(back == Array(data.prefix(1000)))
+        }
+    }
+
+    @Test("a KeyUpdate from OpenSSL that asks for ours is followed and answered")
+    func peerRequestedKeyUpdate() throws {
+        let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: false, serverOwn: true)
+        #expect(pair.client.requestKeyUpdateThroughOpenSSL())
+        let hello = Array("after the update".utf8)
+        #expect(try send(hello, from: pair.client, to: pair.server, piece: 1000, maximum: 1000) == hello)
+        // Our answer (our own KeyUpdate) goes out before our next data; OpenSSL must follow it.
+        let reply = Array("answered with new keys".utf8)
+        #expect(try send(reply, from: pair.server, to: pair.client, piece: 1000, maximum: 1000) == reply)
+        #expect(try send(hello, from: pair.client, to: pair.server, piece: 7, maximum: 5) == hello)
+    }
+
+    @Test("handshake messages other than a whole KeyUpdate are refused after the handshake")
+    func otherHandshakeMessagesRefused() throws {
+        let secret = [UInt8](repeating: 0x42, count: 32)
+        for message: [UInt8] in [[24, 0, 0, 1, 2], [4, 0, 0, 1, 0], [24, 0, 0, 2, 0, 0], [24, 0, 0]] {
+            let sender = try TLSRecordProtection(suite: .aes128GCM, sendingSecret: secret, receivingSecret: secret)
+            let receiver = try TLSRecordProtection(suite: .aes128GCM, sendingSecret: secret, receivingSecret: secret)
+            var record: [UInt8] = []
+            try message.withUnsafeBytes {
+                try sender.seal($0, contentType: TLSRecordProtection.handshakeType, into: &record)
+            }
+            var output: [UInt8] = []
+            let error = try #require(throws: ConnectionError.self) {
+                try record.withUnsafeBytes { try receiver.open(record: $0, into: &output) }
+            }
+            #expect(error.reason.contains("KeyUpdate"), "\(error.reason)")
+            #expect(output.isEmpty)
+        }
+    }
+
     @Test("close_notify from either record layer is understood by the other")
     func closeNotify() throws {
         for (clientOwn, serverOwn) in Self.mixes {

@@ -85,7 +85,7 @@ public enum RecordFuzzHarness {
                     guard offset + header + body <= all.count else { return .success(nil) }
                     let opened = try protection.open(
                         record: UnsafeRawBufferPointer(rebasing: all[offset..<offset + header + body]), into: &output)
-                    guard opened == .data else {
+                    guard opened == .data || opened == .keyUpdate else {
                         throw ConnectionError(code: .protocolViolation, reason: "unexpected alert")
                     }
                     return .success(header + body)

@@ -10,10 +10,12 @@ internal import COpenSSL
 ///
 /// What it covers: application data and alerts in both directions (close_notify included), the nonce from the
 /// per-direction sequence number (section 5.3), the inner content type and zero padding (accepted when
-/// received, never sent), and the length limits (records over 2^14 + 256 bytes of ciphertext, or 2^14 of
-/// plaintext, are refused as `record_overflow` would be). What it refuses: post-handshake handshake messages
-/// (KeyUpdate, NewSessionTicket: a swift-multipeer peer sends neither; both sides disable tickets), any outer
-/// record type but application_data, and a sequence number that would wrap. Every refusal ends the session.
+/// received, never sent), the length limits (records over 2^14 + 256 bytes of ciphertext, or 2^14 of plaintext,
+/// are refused as `record_overflow` would be), and key updates (section 4.6.3): sent every
+/// ``keyUpdateInterval`` records, followed when received, answered when asked for. What it refuses: other
+/// post-handshake messages (NewSessionTicket: both sides disable tickets), a KeyUpdate split over records, any
+/// outer record type but application_data, and a sequence number that would wrap. Every refusal ends the
+/// session.
 ///
 /// Not thread-safe: it belongs to its ``TLSSession``'s thread.
 final class TLSRecordProtection {
@@ -65,12 +67,20 @@ final class TLSRecordProtection {
         case closeNotify
         /// Another alert: (level << 8) | description, as OpenSSL's info callback reports them.
         case alert(Int32)
+        /// A KeyUpdate: the peer's later records use its next keys (already installed). If it asked for ours to
+        /// change too, ``keyUpdateRequested`` is set until ``sealKeyUpdate(into:)`` answers.
+        case keyUpdate
     }
 
     private let sealing: AEAD
     private let opening: AEAD
     private var sealSequence: UInt64 = 0
     private var openSequence: UInt64 = 0
+    /// Records sealed with one key before this side moves to the next (section 5.5: AES-GCM keeps its safety
+    /// margin for 2^24.5 full records; this updates at 2^23, every 128 GiB). Settable for tests.
+    var keyUpdateInterval: UInt64 = 1 << 23
+    /// Whether the peer asked for a KeyUpdate that this side has not sent yet (it must, before more data).
+    private(set) var keyUpdateRequested = false
 
     /// Derives the keys and IVs (section 7.3) from the two application traffic secrets.
     init(suite: Suite, sendingSecret: [UInt8], receivingSecret: [UInt8]) throws(ConnectionError) {
@@ -91,6 +101,11 @@ final class TLSRecordProtection {
     {
         var offset = 0
         repeat {
+            if contentType == Self.applicationDataType
+                && (keyUpdateRequested || sealSequence >= keyUpdateInterval)
+            {
+                try sealKeyUpdate(into: &output)
+            }
             let count = min(Self.maximumPlaintext, plaintext.count - offset)
             guard sealSequence < UInt64.max else {
                 throw ConnectionError(code: .internalFailure, reason: "the TLS record sequence number would wrap")
@@ -121,6 +136,28 @@ final class TLSRecordProtection {
             sealSequence += 1
             offset += count
         } while offset < plaintext.count
+    }
+
+    /// Appends a KeyUpdate handshake message (section 4.6.3, update_not_requested) sealed with the current
+    /// keys, then moves this side to its next keys. Called when the interval is reached, and to answer a peer's
+    /// request.
+    func sealKeyUpdate(into output: inout [UInt8]) throws(ConnectionError) {
+        let message: [UInt8] = [24, 0, 0, 1, 0]
+        // Cleared first: sealing the message must not trigger another update.
+        keyUpdateRequested = false
+        let interval = keyUpdateInterval
+        keyUpdateInterval = .max
+        defer { keyUpdateInterval = interval }
+        let result = message.withUnsafeBytes { bytes -> Result<Void, ConnectionError> in
+            do throws(ConnectionError) {
+                return .success(try seal(bytes, contentType: Self.handshakeType, into: &output))
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+        try sealing.update()
+        sealSequence = 0
     }
 
     /// Appends an alert record (level 1 warning, 2 fatal; description 0 is close_notify) to `output`.
@@ -199,9 +236,21 @@ final class TLSRecordProtection {
             let description = Int32(output[start + 1])
             return description == 0 ? .closeNotify : .alert(level << 8 | description)
         case Self.handshakeType:
+            // Only KeyUpdate is expected (no tickets are used), whole in one record: type 24, length 1, and
+            // update_requested (1) or not (0).
+            let message = Array(output[start..<end - 1])
             output.removeSubrange(start...)
-            throw Self.violation(
-                "a handshake message after the handshake (key updates and session tickets are not used)")
+            guard message.count == 5, message[0] == 24, message[1] == 0, message[2] == 0, message[3] == 1,
+                message[4] <= 1
+            else {
+                throw Self.violation(
+                    "a handshake message after the handshake that is not a whole KeyUpdate (type \(message.first ?? 0), "
+                        + "\(message.count) bytes)")
+            }
+            try opening.update()
+            openSequence = 0
+            if message[4] == 1 { keyUpdateRequested = true }
+            return .keyUpdate
         default:
             output.removeSubrange(start...)
             throw Self.violation("a record of inner content type \(type)")
@@ -215,26 +264,47 @@ final class TLSRecordProtection {
     /// One direction's AEAD: the context with its key, and the IV the sequence number is mixed into.
     private final class AEAD {
         private let context: OpaquePointer
-        private let iv: [UInt8]
+        private let suite: Suite
+        /// The traffic secret the key and IV come from, kept for the next key update; wiped when replaced.
+        private var secret: [UInt8]
+        private var iv: [UInt8] = []
         private let encrypt: Bool
 
         init(suite: Suite, secret: [UInt8], encrypt: Bool) throws(ConnectionError) {
-            var key = try Self.expandLabel(suite: suite, secret: secret, label: "key", length: suite.keyLength)
-            defer { key.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
-            iv = try Self.expandLabel(suite: suite, secret: secret, label: "iv", length: TLSRecordProtection.nonceLength)
+            self.suite = suite
+            self.secret = secret
             self.encrypt = encrypt
             OpenSSLErrorQueue.clear()
             guard let context = EVP_CIPHER_CTX_new() else { throw .tlsSetup("allocating a record cipher") }
             self.context = context
-            let mode: Int32 = encrypt ? 1 : 0
-            guard EVP_CipherInit_ex(context, suite.cipher, nil, nil, nil, mode) == 1,
-                multipeer_aead_set_iv_length(context, Int32(TLSRecordProtection.nonceLength)) == 1,
-                key.withUnsafeBufferPointer({ EVP_CipherInit_ex(context, nil, nil, $0.baseAddress, nil, mode) }) == 1
-            else { throw .tlsSetup("keying the record cipher") }
+            guard EVP_CipherInit_ex(context, suite.cipher, nil, nil, nil, encrypt ? 1 : 0) == 1,
+                multipeer_aead_set_iv_length(context, Int32(TLSRecordProtection.nonceLength)) == 1
+            else { throw .tlsSetup("setting up the record cipher") }
+            try installKeys()
         }
 
         deinit {
             EVP_CIPHER_CTX_free(context)
+            secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+        }
+
+        /// Derives the key and IV from ``secret`` (section 7.3) and keys the context with them.
+        private func installKeys() throws(ConnectionError) {
+            var key = try Self.expandLabel(suite: suite, secret: secret, label: "key", length: suite.keyLength)
+            defer { key.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+            iv = try Self.expandLabel(suite: suite, secret: secret, label: "iv", length: TLSRecordProtection.nonceLength)
+            let mode: Int32 = encrypt ? 1 : 0
+            guard key.withUnsafeBufferPointer({ EVP_CipherInit_ex(context, nil, nil, $0.baseAddress, nil, mode) }) == 1
+            else { throw .tlsSetup("keying the record cipher") }
+        }
+
+        /// Moves to the next traffic secret (section 7.2: HKDF-Expand-Label(secret, "traffic upd", "", hash
+        /// length)) and its key and IV.
+        func update() throws(ConnectionError) {
+            var next = try Self.expandLabel(suite: suite, secret: secret, label: "traffic upd", length: suite.hashLength)
+            swap(&next, &secret)
+            next.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+            try installKeys()
         }
 
         /// Seals record `sequence`: `content` then the inner `contentType` byte, encrypted into `body` (which

@@ -141,6 +141,18 @@ final class TLSSession {
         buffers.receive(bytes)
     }
 
+    /// Test hook: how many records this side seals with one key before it sends a KeyUpdate (our record layer
+    /// only; the default updates every 2^23 records).
+    func setKeyUpdateInterval(_ records: UInt64) {
+        protection?.keyUpdateInterval = records
+    }
+
+    /// Test hook: makes OpenSSL's record layer (``usesOwnRecordLayer`` false) send a KeyUpdate that asks the peer
+    /// to update too, before its next record.
+    func requestKeyUpdateThroughOpenSSL() -> Bool {
+        protection == nil && SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED) == 1
+    }
+
     /// Whether ``receivedCiphertext(_:decryptingInto:)`` would decrypt (this package's record layer is running
     /// and no earlier bytes wait), so the caller can lend its output buffer.
     var canDecryptDirectly: Bool {
@@ -195,6 +207,8 @@ final class TLSSession {
             switch opened {
             case .data:
                 continue
+            case .keyUpdate:
+                try answerKeyUpdate(protection)
             case .closeNotify:
                 closeNotifyReceived = true
                 return
@@ -204,6 +218,16 @@ final class TLSSession {
             }
         }
         if offset < bytes.count { buffers.receive(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
+    }
+
+    /// A peer that asked for our keys to change gets our KeyUpdate at once, not only with the next data.
+    private func answerKeyUpdate(_ protection: TLSRecordProtection) throws(ConnectionError) {
+        guard protection.keyUpdateRequested, !closeNotifySent else { return }
+        do throws(ConnectionError) {
+            try buffers.appendOutgoing { (output) throws(ConnectionError) in try protection.sealKeyUpdate(into: &output) }
+        } catch {
+            throw fail(error)
+        }
     }
 
     /// Moves from `bytes` into ``buffers`` what the partial record waiting there lacks; returns how many bytes
@@ -530,6 +554,8 @@ final class TLSSession {
             case .data:
                 remaining -= output.count - before
                 if output.count > before || !pendingPlaintext.isEmpty { receivedApplicationData = true }
+            case .keyUpdate:
+                try answerKeyUpdate(protection)
             case .closeNotify:
                 closeNotifyReceived = true
                 status = .closeNotify
