@@ -190,6 +190,13 @@ public final class TCPConnection: @unchecked Sendable {
                 return
             }
             if offset == bytes.count { return }
+            // The kernel is full (EAGAIN): queue the rest and wait for writability, without trying again now.
+            let rest = Array(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+            sendQueue.append(rest)
+            bufferedByteCount += rest.count
+            if bufferedByteCount >= lowWatermark && writabilityHandler != nil { waitingForWritability = true }
+            updateInterest()
+            return
         }
         write(Array(UnsafeRawBufferPointer(rebasing: bytes[offset...])))
     }

@@ -101,6 +101,31 @@ struct PeerConnectionTests {
         await dialer.close()
     }
 
+    @Test func messagesAnIteratorTookButDidNotHandOutAreNotLost() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        for index in 0..<10 { try await dialer.send([UInt8(index)]) }
+        try await dialer.send([0xEE])
+        // Wait until everything is queued at the acceptor, so the first iterator takes a batch of several.
+        var waited = 0
+        while acceptor.driver.shared.unreadBytes < 11 && waited < 500 {
+            try await Task.sleep(for: .milliseconds(10))
+            waited += 1
+        }
+        for await message in acceptor.messages {
+            #expect(message == [0])
+            break  // the rest of the batch this iterator took must go back to the connection
+        }
+        // Closing ends the messages after whatever is still queued, so a lost batch cannot hang the test.
+        await dialer.close()
+        var rest: [[UInt8]] = []
+        for await message in acceptor.messages { rest.append(message) }
+        #expect(rest == (1..<10).map { [UInt8($0)] } + [[0xEE]])
+        #expect(acceptor.driver.shared.unreadBytes == 0)
+    }
+
     @Test func unreliableMessagesTravelAsDatagramsAndLargeOnesReliably() async throws {
         let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
         defer { peers.shutdown() }

@@ -149,6 +149,50 @@ struct TLSRecordProtectionTests {
         }
     }
 
+    @Test("a peer cannot make us derive keys back to back: the ninth quick KeyUpdate in a row is refused")
+    func keyUpdateFlood() throws {
+        let secret = [UInt8](repeating: 0x17, count: 32)
+        let sender = try TLSRecordProtection(suite: .aes128GCM, sendingSecret: secret, receivingSecret: secret)
+        let receiver = try TLSRecordProtection(suite: .aes128GCM, sendingSecret: secret, receivingSecret: secret)
+        var output: [UInt8] = []
+        for update in 1...9 {
+            var record: [UInt8] = []
+            try sender.sealKeyUpdate(into: &record)
+            if update <= TLSRecordProtection.rapidKeyUpdateLimit {
+                #expect(try record.withUnsafeBytes { try receiver.open(record: $0, into: &output) } == .keyUpdate)
+            } else {
+                let error = try #require(throws: ConnectionError.self) {
+                    try record.withUnsafeBytes { try receiver.open(record: $0, into: &output) }
+                }
+                #expect(error.reason.contains("KeyUpdates within"), "\(error.reason)")
+                #expect(receiver.refusalAlert == 10)
+            }
+        }
+        #expect(output.isEmpty)
+    }
+
+    @Test("a refused record names its reason in the alert: record_overflow, bad_record_mac")
+    func refusalAlerts() throws {
+        let secret = [UInt8](repeating: 0x18, count: 32)
+        let receiver = try TLSRecordProtection(suite: .aes128GCM, sendingSecret: secret, receivingSecret: secret)
+        let oversized: [UInt8] = [23, 3, 3, 0x41, 0x01]
+        #expect(throws: ConnectionError.self) {
+            try oversized.withUnsafeBytes { _ = try receiver.recordBodyLength(header: $0) }
+        }
+        #expect(receiver.refusalAlert == 22)
+        let sender = try TLSRecordProtection(suite: .aes128GCM, sendingSecret: secret, receivingSecret: secret)
+        var record: [UInt8] = []
+        try [UInt8](repeating: 1, count: 40).withUnsafeBytes {
+            try sender.seal($0, contentType: TLSRecordProtection.applicationDataType, into: &record)
+        }
+        record[20] ^= 0x80
+        var output: [UInt8] = []
+        #expect(throws: ConnectionError.self) {
+            try record.withUnsafeBytes { _ = try receiver.open(record: $0, into: &output) }
+        }
+        #expect(receiver.refusalAlert == 20)
+    }
+
     @Test("close_notify from either record layer is understood by the other")
     func closeNotify() throws {
         for (clientOwn, serverOwn) in Self.mixes {

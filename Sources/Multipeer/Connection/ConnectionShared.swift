@@ -30,6 +30,9 @@ final class ConnectionShared: Sendable {
         var readers: [UnsafeContinuation<[UInt8]?, Never>] = []
         var consumed = 0
         var consumeKickScheduled = false
+        /// Reliable bytes given back by an iterator (``giveBack(_:reliable:)``) whose credit was already returned:
+        /// reading them again must not return it twice.
+        var creditDebt = 0
     }
 
     struct State {
@@ -276,24 +279,55 @@ final class ConnectionShared: Sendable {
     /// Up to `limit` queued messages (at least one, whatever its size, and then no more than 64 KiB in all), or
     /// a message a waiting reader was handed; empty once the connection closed and every message was taken.
     /// Taking several under one lock is what lets a reader keep up with many small messages.
+    /// The messages come with whether each came over the reliable channels, for ``giveBack(_:reliable:)``.
     nonisolated(nonsending) func nextMessages(limit: Int, consumed wake: @escaping @Sendable () -> Void) async
-        -> [[UInt8]]
+        -> (messages: [[UInt8]], reliable: [Bool])
     {
-        let (batch, shouldWake) = state.withLock { state -> ([[UInt8]], Bool) in
+        let (batch, reliable, shouldWake) = state.withLock { state -> ([[UInt8]], [Bool], Bool) in
             var batch: [[UInt8]] = []
+            var reliable: [Bool] = []
             var bytes = 0
             var shouldWake = false
-            while batch.count < limit, bytes < 65_536, let (message, wake) = Self.pop(&state.inbound) {
+            while batch.count < limit, bytes < 65_536, state.inbound.head < state.inbound.messages.count {
+                reliable.append(state.inbound.reliable[state.inbound.head])
+                guard let (message, wake) = Self.pop(&state.inbound) else { break }
                 batch.append(message)
                 bytes += message.count
                 shouldWake = shouldWake || wake
             }
-            return (batch, shouldWake)
+            return (batch, reliable, shouldWake)
         }
         if shouldWake { wake() }
-        if !batch.isEmpty { return batch }
-        guard let message = await nextMessage(consumed: wake) else { return [] }
-        return [message]
+        if !batch.isEmpty { return (batch, reliable) }
+        guard let message = await nextMessage(consumed: wake) else { return ([], []) }
+        return ([message], [true])
+    }
+
+    /// Puts messages an iterator took but never handed out back in front of the queue, in order (the iterator
+    /// was dropped, say after a `break`): the next reader gets them, and nothing is lost. Their credit was
+    /// returned when they were taken, so it is not returned again when they are read.
+    func giveBack(_ messages: ArraySlice<[UInt8]>, reliable: ArraySlice<Bool>) {
+        guard !messages.isEmpty else { return }
+        let resumed = state.withLock { state -> [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] in
+            if state.inbound.head > 0 {
+                state.inbound.messages.removeSubrange(0..<state.inbound.head)
+                state.inbound.reliable.removeSubrange(0..<state.inbound.head)
+                state.inbound.head = 0
+            }
+            state.inbound.messages.insert(contentsOf: messages, at: 0)
+            state.inbound.reliable.insert(contentsOf: reliable, at: 0)
+            for (message, isReliable) in zip(messages, reliable) {
+                state.inbound.bytes += message.count
+                if isReliable { state.inbound.creditDebt += message.count }
+            }
+            // A reader waiting now found the queue empty: it gets the first of them.
+            var resumed: [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] = []
+            while !state.inbound.readers.isEmpty, let (message, _) = Self.pop(&state.inbound) {
+                resumed.append((state.inbound.readers.removeFirst(), message))
+            }
+            return resumed
+        }
+        for (reader, message) in resumed { reader.resume(returning: message) }
     }
 
     /// Reads taken since the last report are told to the loop in batches of ``consumedReportBatch`` bytes: the
@@ -321,7 +355,9 @@ final class ConnectionShared: Sendable {
             inbound.head = 0
         }
         guard reliable else { return (message, false) }
-        inbound.consumed += message.count
+        let owed = min(inbound.creditDebt, message.count)
+        inbound.creditDebt -= owed
+        inbound.consumed += message.count - owed
         return (message, shouldReportConsumed(&inbound))
     }
 

@@ -159,12 +159,13 @@ public final class PeerConnection: Sendable {
         public func makeAsyncIterator() -> Iterator { Iterator(connection: connection) }
 
         /// Takes the messages in order. An iterator takes up to 64 queued messages (64 KiB) at a time and hands
-        /// them out one by one; several iterators of one connection share its messages between them.
+        /// them out one by one; several iterators of one connection share its messages between them. Messages
+        /// an iterator took but did not hand out go back to the connection when the iterator is dropped (after
+        /// a `break`, for example), so the next iterator gets them.
         public struct Iterator: AsyncIteratorProtocol {
             /// Held so the connection stays open while someone iterates its messages.
             let connection: PeerConnection
-            private var taken: [[UInt8]] = []
-            private var index = 0
+            private var batch: TakenMessages?
 
             init(connection: PeerConnection) {
                 self.connection = connection
@@ -172,18 +173,47 @@ public final class PeerConnection: Sendable {
 
             /// The next message, or nil once the connection closed.
             public nonisolated(nonsending) mutating func next() async -> [UInt8]? {
-                if index == taken.count {
-                    let driver = connection.driver
-                    taken = await driver.shared.nextMessages(limit: 64) { driver.serviceSoon() }
-                    index = 0
-                    guard !taken.isEmpty else { return nil }
+                if let batch, let message = batch.next() { return message }
+                batch = nil
+                let driver = connection.driver
+                let (messages, reliable) = await driver.shared.nextMessages(limit: 64) { driver.serviceSoon() }
+                guard let first = messages.first else { return nil }
+                if messages.count > 1 {
+                    batch = TakenMessages(shared: driver.shared, messages: messages, reliable: reliable, handedOut: 1)
                 }
-                // Handed over, not kept: the iterator holds no message the application already has.
-                let message = taken[index]
-                taken[index] = []
-                index += 1
-                return message
+                return first
             }
+        }
+    }
+
+    /// Messages an iterator took from the connection in one go; what it has not handed out when it is released
+    /// goes back to the connection.
+    final class TakenMessages {
+        private let shared: ConnectionShared
+        private var messages: [[UInt8]]
+        private let reliable: [Bool]
+        private var index: Int
+
+        init(shared: ConnectionShared, messages: [[UInt8]], reliable: [Bool], handedOut: Int) {
+            self.shared = shared
+            self.messages = messages
+            self.reliable = reliable
+            index = handedOut
+            for handed in 0..<handedOut { self.messages[handed] = [] }
+        }
+
+        /// The next message not handed out yet, or nil.
+        func next() -> [UInt8]? {
+            guard index < messages.count else { return nil }
+            // Handed over, not kept: the batch holds no message the application already has.
+            var message: [UInt8] = []
+            swap(&message, &messages[index])
+            index += 1
+            return message
+        }
+
+        deinit {
+            shared.giveBack(messages[index...], reliable: reliable[index...])
         }
     }
 

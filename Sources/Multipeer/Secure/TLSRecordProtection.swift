@@ -81,6 +81,13 @@ final class TLSRecordProtection {
     var keyUpdateInterval: UInt64 = 1 << 23
     /// Whether the peer asked for a KeyUpdate that this side has not sent yet (it must, before more data).
     private(set) var keyUpdateRequested = false
+    /// The alert description for the last refused record: bad_record_mac (20), record_overflow (22), decode_error
+    /// (50), illegal_parameter (47) or unexpected_message (10).
+    private(set) var refusalAlert: UInt8 = 10
+    /// KeyUpdates received in a row with fewer than ``quietRecordsBetweenKeyUpdates`` records between them.
+    private var rapidKeyUpdates = 0
+    static let quietRecordsBetweenKeyUpdates: UInt64 = 1024
+    static let rapidKeyUpdateLimit = 8
 
     /// Derives the keys and IVs (section 7.3) from the two application traffic secrets.
     init(suite: Suite, sendingSecret: [UInt8], receivingSecret: [UInt8]) throws(ConnectionError) {
@@ -177,14 +184,14 @@ final class TLSRecordProtection {
     /// that many bytes after the header are there.
     func recordBodyLength(header: UnsafeRawBufferPointer) throws(ConnectionError) -> Int {
         guard header[0] == Self.applicationDataType else {
-            throw Self.violation("a record of type \(header[0]) after the handshake (only application_data is)")
+            throw refuse("a record of type \(header[0]) after the handshake (only application_data is)", alert: 10)
         }
         guard header[1] == 0x03, header[2] == 0x03 else {
-            throw Self.violation("a record with version \(header[1]).\(header[2]), not 3.3")
+            throw refuse("a record with version \(header[1]).\(header[2]), not 3.3", alert: 50)
         }
         let length = Int(header[3]) << 8 | Int(header[4])
         guard length > Self.tagLength, length <= Self.maximumCiphertext else {
-            throw Self.violation("a record of \(length) bytes of ciphertext (record_overflow or too short)")
+            throw refuse("a record of \(length) bytes of ciphertext (record_overflow or too short)", alert: 22)
         }
         return length
     }
@@ -192,7 +199,7 @@ final class TLSRecordProtection {
     /// Opens one record: `record` is its header and body. Application data is appended to `output`.
     func open(record: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(ConnectionError) -> Opened {
         let bodyLength = record.count - Self.headerLength - Self.tagLength
-        guard openSequence < UInt64.max else { throw Self.violation("the TLS record sequence number would wrap") }
+        guard openSequence < UInt64.max else { throw refuse("the TLS record sequence number would wrap", alert: 10) }
         let start = output.count
         var opened = false
         output.append(addingCapacity: bodyLength) { span in
@@ -209,7 +216,7 @@ final class TLSRecordProtection {
         }
         guard opened else {
             output.removeSubrange(start...)
-            throw Self.violation("a record failed authentication (bad_record_mac)")
+            throw refuse("a record failed authentication (bad_record_mac)", alert: 20)
         }
         openSequence += 1
         // The inner content type is the last non-zero byte; zeros after it are padding.
@@ -217,13 +224,13 @@ final class TLSRecordProtection {
         while end > start && output[end - 1] == 0 { end -= 1 }
         guard end > start else {
             output.removeSubrange(start...)
-            throw Self.violation("a record with no content type (all padding)")
+            throw refuse("a record with no content type (all padding)", alert: 10)
         }
         let type = output[end - 1]
         let contentLength = end - 1 - start
         guard contentLength <= Self.maximumPlaintext else {
             output.removeSubrange(start...)
-            throw Self.violation("a record of \(contentLength) bytes of plaintext (record_overflow)")
+            throw refuse("a record of \(contentLength) bytes of plaintext (record_overflow)", alert: 22)
         }
         switch type {
         case Self.applicationDataType:
@@ -231,7 +238,7 @@ final class TLSRecordProtection {
             return .data
         case Self.alertType:
             defer { output.removeSubrange(start...) }
-            guard contentLength == 2 else { throw Self.violation("an alert of \(contentLength) bytes") }
+            guard contentLength == 2 else { throw refuse("an alert of \(contentLength) bytes", alert: 50) }
             let level = Int32(output[start])
             let description = Int32(output[start + 1])
             return description == 0 ? .closeNotify : .alert(level << 8 | description)
@@ -240,12 +247,16 @@ final class TLSRecordProtection {
             // update_requested (1) or not (0).
             let message = Array(output[start..<end - 1])
             output.removeSubrange(start...)
-            guard message.count == 5, message[0] == 24, message[1] == 0, message[2] == 0, message[3] == 1,
-                message[4] <= 1
-            else {
-                throw Self.violation(
+            guard message.count == 5, message[0] == 24, message[1] == 0, message[2] == 0, message[3] == 1 else {
+                throw refuse(
                     "a handshake message after the handshake that is not a whole KeyUpdate (type \(message.first ?? 0), "
-                        + "\(message.count) bytes)")
+                        + "\(message.count) bytes)", alert: 10)
+            }
+            guard message[4] <= 1 else { throw refuse("a KeyUpdate with request \(message[4])", alert: 47) }
+            // Each update costs key derivations: a peer may not make us do them back to back for long.
+            rapidKeyUpdates = openSequence < Self.quietRecordsBetweenKeyUpdates ? rapidKeyUpdates + 1 : 0
+            guard rapidKeyUpdates <= Self.rapidKeyUpdateLimit else {
+                throw refuse("\(rapidKeyUpdates) KeyUpdates within \(Self.quietRecordsBetweenKeyUpdates) records each", alert: 10)
             }
             try opening.update()
             openSequence = 0
@@ -253,12 +264,14 @@ final class TLSRecordProtection {
             return .keyUpdate
         default:
             output.removeSubrange(start...)
-            throw Self.violation("a record of inner content type \(type)")
+            throw refuse("a record of inner content type \(type)", alert: 10)
         }
     }
 
-    private static func violation(_ what: String) -> ConnectionError {
-        ConnectionError(code: .protocolViolation, reason: "a TLS record was rejected: the peer sent \(what)")
+    /// The error for a refused record, remembering the alert that tells the peer why (``refusalAlert``).
+    private func refuse(_ what: String, alert: UInt8) -> ConnectionError {
+        refusalAlert = alert
+        return ConnectionError(code: .protocolViolation, reason: "a TLS record was rejected: the peer sent \(what)")
     }
 
     /// One direction's AEAD: the context with its key, and the IV the sequence number is mixed into.
@@ -272,7 +285,8 @@ final class TLSRecordProtection {
 
         init(suite: Suite, secret: [UInt8], encrypt: Bool) throws(ConnectionError) {
             self.suite = suite
-            self.secret = secret
+            // A copy of its own (not storage shared with the caller's array), so that each side can wipe its own.
+            self.secret = secret.withUnsafeBytes { Array($0) }
             self.encrypt = encrypt
             OpenSSLErrorQueue.clear()
             guard let context = EVP_CIPHER_CTX_new() else { throw .tlsSetup("allocating a record cipher") }

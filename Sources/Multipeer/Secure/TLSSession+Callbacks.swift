@@ -85,29 +85,32 @@ extension TLSSession {
     /// ``alerts``, so a failure can name it. Other notifications (handshake progress) are ignored.
     /// The key-log callback: keeps the two application traffic secrets of the session (lines
     /// `CLIENT_TRAFFIC_SECRET_0 <client random> <secret>` and `SERVER_TRAFFIC_SECRET_0 ...`, in hex) for
-    /// this package's record layer; every other line is ignored. Nothing is logged anywhere.
+    /// this package's record layer; every other line is ignored. The line is read where OpenSSL holds it, never
+    /// copied into a string, and nothing is logged anywhere.
     static func keyLogCallback(ssl: OpaquePointer?, line: UnsafePointer<CChar>?) {
         guard let ssl, let line, let session = session(of: ssl), session.usesOwnRecordLayer else { return }
-        let text = String(cString: line)
-        let fields = text.split(separator: " ")
-        guard fields.count == 3, let secret = hexBytes(fields[2]) else { return }
-        switch fields[0] {
-        case "CLIENT_TRAFFIC_SECRET_0": session.clientTrafficSecret = secret
-        case "SERVER_TRAFFIC_SECRET_0": session.serverTrafficSecret = secret
-        default: break
+        let length = strlen(line)
+        let bytes = UnsafeRawBufferPointer(start: line, count: length)
+        for (label, isClient) in [("CLIENT_TRAFFIC_SECRET_0 ", true), ("SERVER_TRAFFIC_SECRET_0 ", false)] {
+            let prefix = Array(label.utf8)
+            guard length > prefix.count, bytes.prefix(prefix.count).elementsEqual(prefix) else { continue }
+            // The secret is the last field, after the client random.
+            guard let space = bytes.lastIndex(of: UInt8(ascii: " ")),
+                let secret = hexBytes(UnsafeRawBufferPointer(rebasing: bytes[(space + 1)...]))
+            else { return }
+            if isClient { session.clientTrafficSecret = secret } else { session.serverTrafficSecret = secret }
         }
     }
 
-    private static func hexBytes(_ hex: Substring) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0, digits.count <= 128 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
+    private static func hexBytes(_ digits: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard digits.count % 2 == 0, digits.count <= 128, !digits.isEmpty else { return nil }
+        var bytes = [UInt8](repeating: 0, count: digits.count / 2)
+        for index in bytes.indices {
+            guard let high = hexValue(digits[2 * index]), let low = hexValue(digits[2 * index + 1]) else {
+                bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+                return nil
+            }
+            bytes[index] = high << 4 | low
         }
         return bytes
     }

@@ -113,6 +113,7 @@ final class TLSSession {
     }
 
     deinit {
+        wipeTrafficSecrets()
         SSL_free(ssl)
     }
 
@@ -208,7 +209,8 @@ final class TLSSession {
             case .data:
                 continue
             case .keyUpdate:
-                try answerKeyUpdate(protection)
+                // Answered, if asked for, before our next data record (once however often it is asked).
+                continue
             case .closeNotify:
                 closeNotifyReceived = true
                 return
@@ -220,15 +222,7 @@ final class TLSSession {
         if offset < bytes.count { buffers.receive(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
     }
 
-    /// A peer that asked for our keys to change gets our KeyUpdate at once, not only with the next data.
-    private func answerKeyUpdate(_ protection: TLSRecordProtection) throws(ConnectionError) {
-        guard protection.keyUpdateRequested, !closeNotifySent else { return }
-        do throws(ConnectionError) {
-            try buffers.appendOutgoing { (output) throws(ConnectionError) in try protection.sealKeyUpdate(into: &output) }
-        } catch {
-            throw fail(error)
-        }
-    }
+
 
     /// Moves from `bytes` into ``buffers`` what the partial record waiting there lacks; returns how many bytes
     /// it took when that record is now whole, else 0 after buffering all of `bytes` (not enough of them, or
@@ -350,11 +344,10 @@ final class TLSSession {
             suite: suite, sendingSecret: isClient ? client : server, receivingSecret: isClient ? server : client)
     }
 
+    /// Overwrites the captured secrets in place (the record layer keeps copies of its own) and forgets them.
     private func wipeTrafficSecrets() {
-        for index in [0, 1] {
-            var secret = index == 0 ? clientTrafficSecret : serverTrafficSecret
-            secret?.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
-        }
+        clientTrafficSecret?.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+        serverTrafficSecret?.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
         clientTrafficSecret = nil
         serverTrafficSecret = nil
     }
@@ -555,7 +548,8 @@ final class TLSSession {
                 remaining -= output.count - before
                 if output.count > before || !pendingPlaintext.isEmpty { receivedApplicationData = true }
             case .keyUpdate:
-                try answerKeyUpdate(protection)
+                // Answered, if asked for, before our next data record (once however often it is asked).
+                continue
             case .closeNotify:
                 closeNotifyReceived = true
                 status = .closeNotify
@@ -568,10 +562,10 @@ final class TLSSession {
         return status
     }
 
-    /// A record this side refused ends the session; the peer is told with a fatal alert (bad_record_mac for
-    /// a record that failed authentication, unexpected_message otherwise), sealed with our sending keys.
+    /// A record this side refused ends the session; the peer is told with a fatal alert naming why
+    /// (``TLSRecordProtection/refusalAlert``), sealed with our sending keys.
     private func ownRecordFailure(_ error: ConnectionError, _ protection: TLSRecordProtection) -> ConnectionError {
-        let description: UInt8 = error.reason.contains("authentication") ? 20 : 10
+        let description = protection.refusalAlert
         alerts.sent = 2 << 8 | Int32(description)
         try? buffers.appendOutgoing { (output) throws(ConnectionError) in
             try protection.sealAlert(level: 2, description: description, into: &output)
@@ -607,6 +601,7 @@ final class TLSSession {
 
     /// Records `error` as the session's end and returns it.
     private func fail(_ error: ConnectionError) -> ConnectionError {
+        wipeTrafficSecrets()
         failure = error
         return error
     }
