@@ -13,7 +13,8 @@ struct ConnectionSharedTests {
         #expect(first.messages == messages)
         #expect(shared.takeConsumed() == 500)
         // The application had only one of them when its iterator went away.
-        shared.giveBack(first.messages[1...], reliable: first.reliable[1...])
+        #expect(first.reliable.isEmpty)  // all reliable
+        shared.giveBack(first.messages[1...], reliable: [])
         #expect(shared.unreadBytes == 400)
         let again = await shared.nextMessages(limit: 64) {}
         #expect(again.messages == Array(messages[1...]))
@@ -21,5 +22,17 @@ struct ConnectionSharedTests {
         shared.deliver(batch: [[9, 9]])
         _ = await shared.nextMessages(limit: 64) {}
         #expect(shared.takeConsumed() == 2)
+        // A datagram among them keeps its kind: giving it back adds no credit debt.
+        shared.deliver([1, 2, 3])
+        shared.deliver([7, 7, 7, 7], dropAbove: 1 << 20)
+        let mixed = await shared.nextMessages(limit: 64) {}
+        #expect(mixed.reliable == [true, false])
+        #expect(shared.takeConsumed() == 3)
+        shared.giveBack(mixed.messages[0...], reliable: mixed.reliable[0...])
+        _ = await shared.nextMessages(limit: 64) {}
+        #expect(shared.takeConsumed() == 0)
+        shared.deliver([5])
+        _ = await shared.nextMessages(limit: 64) {}
+        #expect(shared.takeConsumed() == 1)
     }
 }

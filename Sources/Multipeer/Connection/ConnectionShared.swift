@@ -279,7 +279,8 @@ final class ConnectionShared: Sendable {
     /// Up to `limit` queued messages (at least one, whatever its size, and then no more than 64 KiB in all), or
     /// a message a waiting reader was handed; empty once the connection closed and every message was taken.
     /// Taking several under one lock is what lets a reader keep up with many small messages.
-    /// The messages come with whether each came over the reliable channels, for ``giveBack(_:reliable:)``.
+    /// The messages come with whether each came over the reliable channels, for ``giveBack(_:reliable:)``:
+    /// `reliable` is empty when all of them did (the usual case, which then costs no array).
     nonisolated(nonsending) func nextMessages(limit: Int, consumed wake: @escaping @Sendable () -> Void) async
         -> (messages: [[UInt8]], reliable: [Bool])
     {
@@ -289,7 +290,9 @@ final class ConnectionShared: Sendable {
             var bytes = 0
             var shouldWake = false
             while batch.count < limit, bytes < 65_536, state.inbound.head < state.inbound.messages.count {
-                reliable.append(state.inbound.reliable[state.inbound.head])
+                let isReliable = state.inbound.reliable[state.inbound.head]
+                if !isReliable && reliable.isEmpty { reliable = Array(repeating: true, count: batch.count) }
+                if !reliable.isEmpty { reliable.append(isReliable) }
                 guard let (message, wake) = Self.pop(&state.inbound) else { break }
                 batch.append(message)
                 bytes += message.count
@@ -300,7 +303,7 @@ final class ConnectionShared: Sendable {
         if shouldWake { wake() }
         if !batch.isEmpty { return (batch, reliable) }
         guard let message = await nextMessage(consumed: wake) else { return ([], []) }
-        return ([message], [true])
+        return ([message], [])
     }
 
     /// Puts messages an iterator took but never handed out back in front of the queue, in order (the iterator
@@ -308,6 +311,7 @@ final class ConnectionShared: Sendable {
     /// returned when they were taken, so it is not returned again when they are read.
     func giveBack(_ messages: ArraySlice<[UInt8]>, reliable: ArraySlice<Bool>) {
         guard !messages.isEmpty else { return }
+        let reliable = reliable.isEmpty ? ArraySlice(repeating: true, count: messages.count) : reliable
         let resumed = state.withLock { state -> [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] in
             if state.inbound.head > 0 {
                 state.inbound.messages.removeSubrange(0..<state.inbound.head)

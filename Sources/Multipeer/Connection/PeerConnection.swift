@@ -191,6 +191,7 @@ public final class PeerConnection: Sendable {
     final class TakenMessages {
         private let shared: ConnectionShared
         private var messages: [[UInt8]]
+        /// Whether each message came over the reliable channels; empty when all did.
         private let reliable: [Bool]
         private var index: Int
 
@@ -213,7 +214,8 @@ public final class PeerConnection: Sendable {
         }
 
         deinit {
-            shared.giveBack(messages[index...], reliable: reliable[index...])
+            guard index < messages.count else { return }
+            shared.giveBack(messages[index...], reliable: reliable.isEmpty ? [] : reliable[index...])
         }
     }
 
