@@ -231,7 +231,8 @@ struct TLSRecordProtectionTests {
     @Test("records with a wrong outer type, version or length are refused before decryption")
     func malformedHeaders() throws {
         let cases: [([UInt8], String)] = [
-            ([22, 3, 3, 0, 40], "type 22"), ([23, 3, 1, 0, 40], "version"), ([23, 3, 3, 0x41, 0x01], "record_overflow"),
+            ([22, 3, 3, 0, 40], "type 22"), ([23, 3, 1, 0, 40], "version"),
+            ([23, 3, 3, 0x41, 0x01], "record_overflow"),
             ([23, 3, 3, 0, 16], "too short"),
         ]
         for (header, expected) in cases {

@@ -873,7 +873,8 @@ final class ConnectionCore {
                     code: .invalidConfiguration,
                     reason:
                         "a \(count)-byte message exceeds the "
-                        + "\(configuration.frameLimits.maximumMessageLength)-byte limit; send it as a stream or resource")
+                        + "\(configuration.frameLimits.maximumMessageLength)-byte limit; send it as a stream or resource"
+                )
             }
             total += count
         }

@@ -69,7 +69,8 @@ final class PlaintextRecordLayer: RecordLayer {
         encode(&output)
     }
 
-    func open(into decoder: inout FrameDecoder, maximum: Int) throws(ConnectionError) -> (count: Int, closeNotify: Bool) {
+    func open(into decoder: inout FrameDecoder, maximum: Int) throws(ConnectionError) -> (count: Int, closeNotify: Bool)
+    {
         (0, false)
     }
 

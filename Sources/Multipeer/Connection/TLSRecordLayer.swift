@@ -103,7 +103,8 @@ final class TLSRecordLayer: RecordLayer {
         if let failure { throw failure }
     }
 
-    func open(into decoder: inout FrameDecoder, maximum: Int) throws(ConnectionError) -> (count: Int, closeNotify: Bool) {
+    func open(into decoder: inout FrameDecoder, maximum: Int) throws(ConnectionError) -> (count: Int, closeNotify: Bool)
+    {
         guard session.isHandshakeComplete else { return (0, false) }
         var status = TLSReadStatus.ok
         let expected = min(maximum, session.unreadCiphertextByteCount + TLSSession.maximumRecordPlaintext)

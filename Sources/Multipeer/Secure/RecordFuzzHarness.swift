@@ -45,7 +45,8 @@ public enum RecordFuzzHarness {
         if tamper {
             if opened == plaintext && !plaintext.isEmpty { fatalError("a flipped bit went unnoticed") }
         } else if opened != plaintext {
-            fatalError("round trip of \(plaintext.count) bytes gave \(opened.map { "\($0.count) bytes" } ?? "an error")")
+            fatalError(
+                "round trip of \(plaintext.count) bytes gave \(opened.map { "\($0.count) bytes" } ?? "an error")")
         }
     }
 
@@ -57,7 +58,8 @@ public enum RecordFuzzHarness {
             Array((secret + [UInt8](repeating: 0x33, count: 48)).prefix(suite.hashLength))
         }
         do {
-            return try TLSRecordProtection(suite: suite, sendingSecret: sized(sending), receivingSecret: sized(receiving))
+            return try TLSRecordProtection(
+                suite: suite, sendingSecret: sized(sending), receivingSecret: sized(receiving))
         } catch {
             fatalError("record keys: \(error)")
         }

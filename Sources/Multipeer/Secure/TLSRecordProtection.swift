@@ -256,7 +256,9 @@ final class TLSRecordProtection {
             // Each update costs key derivations: a peer may not make us do them back to back for long.
             rapidKeyUpdates = openSequence < Self.quietRecordsBetweenKeyUpdates ? rapidKeyUpdates + 1 : 0
             guard rapidKeyUpdates <= Self.rapidKeyUpdateLimit else {
-                throw refuse("\(rapidKeyUpdates) KeyUpdates within \(Self.quietRecordsBetweenKeyUpdates) records each", alert: 10)
+                throw refuse(
+                    "\(rapidKeyUpdates) KeyUpdates within \(Self.quietRecordsBetweenKeyUpdates) records each", alert: 10
+                )
             }
             try opening.update()
             openSequence = 0
@@ -306,7 +308,8 @@ final class TLSRecordProtection {
         private func installKeys() throws(ConnectionError) {
             var key = try Self.expandLabel(suite: suite, secret: secret, label: "key", length: suite.keyLength)
             defer { key.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
-            iv = try Self.expandLabel(suite: suite, secret: secret, label: "iv", length: TLSRecordProtection.nonceLength)
+            iv = try Self.expandLabel(
+                suite: suite, secret: secret, label: "iv", length: TLSRecordProtection.nonceLength)
             let mode: Int32 = encrypt ? 1 : 0
             guard key.withUnsafeBufferPointer({ EVP_CipherInit_ex(context, nil, nil, $0.baseAddress, nil, mode) }) == 1
             else { throw .tlsSetup("keying the record cipher") }
@@ -315,7 +318,8 @@ final class TLSRecordProtection {
         /// Moves to the next traffic secret (section 7.2: HKDF-Expand-Label(secret, "traffic upd", "", hash
         /// length)) and its key and IV.
         func update() throws(ConnectionError) {
-            var next = try Self.expandLabel(suite: suite, secret: secret, label: "traffic upd", length: suite.hashLength)
+            var next = try Self.expandLabel(
+                suite: suite, secret: secret, label: "traffic upd", length: suite.hashLength)
             swap(&next, &secret)
             next.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
             try installKeys()
@@ -370,8 +374,10 @@ final class TLSRecordProtection {
             var written: Int32 = 0
             guard start(sequence: sequence, aad: aad) else { return false }
             if !ciphertext.isEmpty {
-                guard EVP_CipherUpdate(context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &written,
-                    bytes(ciphertext), Int32(ciphertext.count)) == 1, Int(written) == ciphertext.count
+                guard
+                    EVP_CipherUpdate(
+                        context, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &written,
+                        bytes(ciphertext), Int32(ciphertext.count)) == 1, Int(written) == ciphertext.count
                 else { return false }
             }
             guard multipeer_aead_set_tag(context, bytes(tag), Int32(TLSRecordProtection.tagLength)) == 1 else {

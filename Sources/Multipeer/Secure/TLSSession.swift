@@ -222,8 +222,6 @@ final class TLSSession {
         if offset < bytes.count { buffers.receive(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
     }
 
-
-
     /// Moves from `bytes` into ``buffers`` what the partial record waiting there lacks; returns how many bytes
     /// it took when that record is now whole, else 0 after buffering all of `bytes` (not enough of them, or
     /// whole records were already waiting).
