@@ -76,15 +76,8 @@ import Testing
             let server = Collector<TCPConnection>()
             let client = Collector<TCPConnection>()
             let writable = Collector<Int>()
-            let address = try await loop.submit {
-                let listener = try TCPListener(loop: loop, address: SocketAddress(.v4(.loopback), port: 0))
-                listener.setAcceptHandler { connection in
-                    connection.pauseReading()
-                    connection.setHandlers(
-                        onData: { chunk in serverReceived.withLock { $0 += chunk.count } }, onClose: { _ in })
-                    server.append(connection)
-                }
-                return try listener.localAddress()
+            let address = try await Self.listenPaused(loop: loop, accepted: server) { bytes in
+                serverReceived.withLock { $0 += bytes.count }
             }
             try await loop.submit {
                 TCPConnection.connect(to: address, loop: loop) { result in
@@ -122,6 +115,23 @@ import Testing
         }
     }
 
+    /// A loopback listener whose connections start with reading paused, read through `onBytes` once resumed,
+    /// and are collected in `accepted`.
+    static func listenPaused(
+        loop: EventLoop, accepted: Collector<TCPConnection>,
+        onBytes: @escaping @Sendable (UnsafeRawBufferPointer) -> Void
+    ) async throws -> SocketAddress {
+        try await loop.submit {
+            let listener = try TCPListener(loop: loop, address: SocketAddress(.v4(.loopback), port: 0))
+            listener.setAcceptHandler { connection in
+                connection.pauseReading()
+                connection.setHandlers(onBytes: onBytes, onClose: { _ in })
+                accepted.append(connection)
+            }
+            return try listener.localAddress()
+        }
+    }
+
     @Test func writesFromBorrowedMemoryArriveIntactThroughABlockedSocket() async throws {
         // Writes from the caller's memory send what the kernel takes and copy only the rest; the reader sees
         // the loop's read buffer (onBytes). 8 MiB in 1 MiB writes from one reused buffer, whose contents change
@@ -131,15 +141,8 @@ import Testing
         try await withLoop { loop in
             let received = Mutex<[UInt8]>([])
             let server = Collector<TCPConnection>()
-            let address = try await loop.submit {
-                let listener = try TCPListener(loop: loop, address: SocketAddress(.v4(.loopback), port: 0))
-                listener.setAcceptHandler { connection in
-                    connection.pauseReading()
-                    connection.setHandlers(
-                        onBytes: { bytes in received.withLock { $0.append(contentsOf: bytes) } }, onClose: { _ in })
-                    server.append(connection)
-                }
-                return try listener.localAddress()
+            let address = try await Self.listenPaused(loop: loop, accepted: server) { bytes in
+                received.withLock { $0.append(contentsOf: bytes) }
             }
             try await loop.submit {
                 TCPConnection.connect(to: address, loop: loop) { result in

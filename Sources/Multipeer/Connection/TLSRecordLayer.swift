@@ -73,7 +73,7 @@ final class TLSRecordLayer: RecordLayer {
             session.receivedCiphertext(bytes)
             return
         }
-        _ = try decoder.fill(upTo: bytes.count) { (buffer) throws(ConnectionError) in
+        _ = try decoder.fill { (buffer) throws(ConnectionError) in
             try session.receivedCiphertext(bytes, decryptingInto: &buffer)
         }
     }
@@ -107,8 +107,7 @@ final class TLSRecordLayer: RecordLayer {
     {
         guard session.isHandshakeComplete else { return (0, false) }
         var status = TLSReadStatus.ok
-        let expected = min(maximum, session.unreadCiphertextByteCount + TLSSession.maximumRecordPlaintext)
-        let count = try decoder.fill(upTo: expected) { (buffer) throws(ConnectionError) in
+        let count = try decoder.fill { (buffer) throws(ConnectionError) in
             status = try session.decrypt(into: &buffer, maximum: maximum)
         }
         return (count, status == .closeNotify)

@@ -78,24 +78,20 @@ public enum RecordFuzzHarness {
         throws(ConnectionError)
     {
         var offset = 0
-        let header = TLSRecordProtection.headerLength
-        while offset + header <= bytes.count {
-            let result = bytes.withUnsafeBytes { all -> Result<Int?, ConnectionError> in
+        while offset < bytes.count {
+            let next = bytes.withUnsafeBytes {
+                all -> Result<(length: Int, opened: TLSRecordProtection.Opened)?, ConnectionError> in
                 do throws(ConnectionError) {
-                    let body = try protection.recordBodyLength(
-                        header: UnsafeRawBufferPointer(rebasing: all[offset..<offset + header]))
-                    guard offset + header + body <= all.count else { return .success(nil) }
-                    let opened = try protection.open(
-                        record: UnsafeRawBufferPointer(rebasing: all[offset..<offset + header + body]), into: &output)
-                    guard opened == .data || opened == .keyUpdate else {
-                        throw ConnectionError(code: .protocolViolation, reason: "unexpected alert")
-                    }
-                    return .success(header + body)
+                    return .success(
+                        try protection.openNext(in: UnsafeRawBufferPointer(rebasing: all[offset...]), into: &output))
                 } catch {
                     return .failure(error)
                 }
             }
-            guard let length = try result.get() else { break }
+            guard let (length, opened) = try next.get() else { break }
+            guard opened == .data || opened == .keyUpdate else {
+                throw ConnectionError(code: .protocolViolation, reason: "unexpected alert")
+            }
             offset += length
         }
     }

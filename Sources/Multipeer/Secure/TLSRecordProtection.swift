@@ -196,6 +196,19 @@ final class TLSRecordProtection {
         return length
     }
 
+    /// Opens the record at the start of `bytes` if all of it is there: its length (header included) and what it
+    /// held, or nil when more bytes are needed. Application data is appended to `output`.
+    func openNext(in bytes: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(ConnectionError)
+        -> (length: Int, opened: Opened)?
+    {
+        guard bytes.count >= Self.headerLength else { return nil }
+        let length =
+            Self.headerLength
+            + (try recordBodyLength(header: UnsafeRawBufferPointer(rebasing: bytes[0..<Self.headerLength])))
+        guard bytes.count >= length else { return nil }
+        return (length, try open(record: UnsafeRawBufferPointer(rebasing: bytes[0..<length]), into: &output))
+    }
+
     /// Opens one record: `record` is its header and body. Application data is appended to `output`.
     func open(record: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(ConnectionError) -> Opened {
         let bodyLength = record.count - Self.headerLength - Self.tagLength

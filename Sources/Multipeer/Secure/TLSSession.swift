@@ -154,8 +154,8 @@ final class TLSSession {
         protection == nil && SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED) == 1
     }
 
-    /// Whether ``receivedCiphertext(_:decryptingInto:)`` would decrypt (this package's record layer is running
-    /// and no earlier bytes wait), so the caller can lend its output buffer.
+    /// Whether ``receivedCiphertext(_:decryptingInto:)`` would decrypt (this package's record layer is running,
+    /// the session is open, and no record is half handed out), so the caller can lend its output buffer.
     var canDecryptDirectly: Bool {
         protection != nil && failure == nil && !closeNotifyReceived && pendingPlaintextOffset >= pendingPlaintext.count
     }
@@ -171,7 +171,6 @@ final class TLSSession {
             receivedCiphertext(bytes)
             return
         }
-        let header = TLSRecordProtection.headerLength
         var offset = 0
         if buffers.incomingByteCount > 0 {
             // A record cut by the previous read: copy just enough of this one to complete it, open it, and go on
@@ -182,44 +181,37 @@ final class TLSSession {
                 throw fail(ownRecordFailure(error, protection))
             }
             guard offset > 0 else { return }  // still incomplete: everything was buffered
-            var received: [UInt8] = []
-            switch try decryptOwn(protection, into: &received, maximum: .max) {
-            case .closeNotify:
-                output.append(contentsOf: received)
-                return
-            case .ok:
-                output.append(contentsOf: received)
-            }
+            if try decryptOwn(protection, into: &output, maximum: .max) == .closeNotify { return }
         }
-        while offset + header <= bytes.count {
-            let opened: TLSRecordProtection.Opened
+        while offset < bytes.count {
+            let next: (length: Int, opened: TLSRecordProtection.Opened)?
+            let before = output.count
             do throws(ConnectionError) {
-                let body = try protection.recordBodyLength(
-                    header: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + header]))
-                guard offset + header + body <= bytes.count else { break }
-                let before = output.count
-                opened = try protection.open(
-                    record: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + header + body]), into: &output)
-                if output.count > before { receivedApplicationData = true }
-                offset += header + body
+                next = try protection.openNext(in: UnsafeRawBufferPointer(rebasing: bytes[offset...]), into: &output)
             } catch {
                 throw fail(ownRecordFailure(error, protection))
             }
-            switch opened {
-            case .data:
-                continue
-            case .keyUpdate:
-                // Answered, if asked for, before our next data record (once however often it is asked).
-                continue
-            case .closeNotify:
-                closeNotifyReceived = true
-                return
-            case .alert(let alert):
-                alerts.received = alert
-                throw fail(decryptionFailure(detail: "the peer sent a fatal alert"))
-            }
+            guard let next else { break }
+            if output.count > before { receivedApplicationData = true }
+            offset += next.length
+            if try isEnd(next.opened) { return }
         }
         if offset < bytes.count { buffers.receive(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
+    }
+
+    /// Takes note of what a record opened by our record layer held; true at the peer's close_notify.
+    private func isEnd(_ opened: TLSRecordProtection.Opened) throws(ConnectionError) -> Bool {
+        switch opened {
+        case .data, .keyUpdate:
+            // A KeyUpdate that asks for ours is answered before our next data record (once however often asked).
+            return false
+        case .closeNotify:
+            closeNotifyReceived = true
+            return true
+        case .alert(let alert):
+            alerts.received = alert
+            throw fail(decryptionFailure(detail: "the peer sent a fatal alert"))
+        }
     }
 
     /// Moves from `bytes` into ``buffers`` what the partial record waiting there lacks; returns how many bytes
@@ -507,7 +499,6 @@ final class TLSSession {
         throws(ConnectionError) -> TLSReadStatus
     {
         var remaining = maximum
-        var status = TLSReadStatus.ok
         while remaining > 0 {
             if pendingPlaintextOffset < pendingPlaintext.count {
                 let count = min(remaining, pendingPlaintext.count - pendingPlaintextOffset)
@@ -541,23 +532,11 @@ final class TLSSession {
                 throw fail(ownRecordFailure(error, protection))
             }
             guard let opened else { break }  // no whole record yet
-            switch opened {
-            case .data:
-                remaining -= output.count - before
-                if output.count > before || !pendingPlaintext.isEmpty { receivedApplicationData = true }
-            case .keyUpdate:
-                // Answered, if asked for, before our next data record (once however often it is asked).
-                continue
-            case .closeNotify:
-                closeNotifyReceived = true
-                status = .closeNotify
-            case .alert(let alert):
-                alerts.received = alert
-                throw fail(decryptionFailure(detail: "the peer sent a fatal alert"))
-            }
-            if status == .closeNotify { break }
+            remaining -= output.count - before
+            if output.count > before || !pendingPlaintext.isEmpty { receivedApplicationData = true }
+            if try isEnd(opened) { return .closeNotify }
         }
-        return status
+        return .ok
     }
 
     /// A record this side refused ends the session; the peer is told with a fatal alert naming why

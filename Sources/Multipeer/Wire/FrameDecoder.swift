@@ -30,14 +30,14 @@ public struct FrameDecoder: Sendable {
     /// - Parameter bytes: The bytes of one read, in stream order.
     public mutating func append(_ bytes: some Collection<UInt8>) {
         guard failure == nil else { return }
-        makeRoom(for: bytes.count)
+        compact()
         buffer.append(contentsOf: bytes)
     }
 
-    /// Drops what was already decoded before `count` more bytes are added, so the buffer is only the unread part
-    /// of at most one frame plus this read (moving that part costs at most one frame's bytes per read, and
-    /// keeps the buffer small enough to stay in cache: moving it only when full was slower).
-    private mutating func makeRoom(for count: Int) {
+    /// Drops what was already decoded before more bytes are added, so the buffer is only the unread part of at
+    /// most one frame plus this read (moving that part costs at most one frame's bytes per read, and keeps the
+    /// buffer small enough to stay in cache: moving it only when full was slower).
+    private mutating func compact() {
         guard readIndex > 0 else { return }
         buffer.removeSubrange(0..<readIndex)
         readIndex = 0
@@ -48,12 +48,12 @@ public struct FrameDecoder: Sendable {
         append(bytes.assumingMemoryBound(to: UInt8.self))
     }
 
-    /// Lets `body` append up to about `count` bytes straight to the decoder's buffer (decrypting into it, for
-    /// example); `body` must only append. Nothing happens once decoding has failed.
+    /// Lets `body` append bytes straight to the decoder's buffer (decrypting into it, for example); `body` must
+    /// only append. Nothing happens once decoding has failed.
     /// - Returns: How many bytes `body` appended.
-    mutating func fill<E: Error>(upTo count: Int, _ body: (inout [UInt8]) throws(E) -> Void) throws(E) -> Int {
+    mutating func fill<E: Error>(_ body: (inout [UInt8]) throws(E) -> Void) throws(E) -> Int {
         guard failure == nil else { return 0 }
-        makeRoom(for: count)
+        compact()
         let before = buffer.count
         try body(&buffer)
         return buffer.count - before
