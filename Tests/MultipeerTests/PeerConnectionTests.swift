@@ -101,6 +101,50 @@ struct PeerConnectionTests {
         await dialer.close()
     }
 
+    @Test(arguments: [EncryptionPreference.required, .none])
+    func aSlowReaderIntoItsOwnBufferGetsEveryByteAndHoldsAtMostTheWindow(encryption: EncryptionPreference)
+        async throws
+    {
+        var configuration = TestPeers.configuration(TestPeers.bob, encryption)
+        configuration.flowControl = FlowController.Configuration(channelWindow: 1 << 20)
+        let peers = try await LoopbackPeers(configuration)
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, encryption), expecting: nil)
+        let acceptor = try await peers.accepted()
+        let payload = (0..<(6 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 12) }
+        let stream = try await dialer.openStream(name: "slow")
+        let writer = Task {
+            var offset = 0
+            while offset < payload.count {
+                let end = min(payload.count, offset + 1 << 20)
+                try await stream.write(Array(payload[offset..<end]))
+                offset = end
+            }
+            try await stream.finish()
+        }
+        var streams = acceptor.incomingStreams.makeAsyncIterator()
+        let incoming = try #require(await streams.next())
+        var received: [UInt8] = []
+        var buffer: [UInt8] = []
+        var largestBacklog = 0
+        var reads = 0
+        while true {
+            let want = [1, 7, 4096, 65_536, 100_000][reads % 5]
+            let count = try await incoming.read(into: &buffer, maximumCount: want)
+            if count == 0 { break }
+            #expect(count <= want)
+            received += buffer
+            reads += 1
+            largestBacklog = max(largestBacklog, incoming.inbound.capacity)
+            // Falls behind now and then, so the window fills and the sender must wait for credit.
+            if reads % 50 == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        try await writer.value
+        #expect(received == payload)
+        #expect(largestBacklog <= 1 << 20)
+        await dialer.close()
+    }
+
     @Test func messagesAnIteratorTookButDidNotHandOutAreNotLost() async throws {
         let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
         defer { peers.shutdown() }

@@ -22,9 +22,6 @@ final class ConnectionCore {
         case message(channel: UInt32, bytes: [UInt8])
         /// The peer opened a channel.
         case channelOpened(channel: UInt32, kind: Frame.ChannelKind, name: String)
-        /// Bytes arrived on a stream or resource channel; report them with ``streamConsumed(channel:count:)``
-        /// once the application took them.
-        case channelData(channel: UInt32, bytes: [UInt8])
         /// The peer will send nothing more on the channel.
         case channelFinished(channel: UInt32)
         /// The peer aborted the channel.
@@ -54,6 +51,9 @@ final class ConnectionCore {
         var isLocal: Bool
         var localOpen = true
         var remoteOpen = true
+        /// Where the peer's bytes on a stream or resource channel wait for the reader, who reports what it
+        /// took with ``ConnectionCore/streamConsumed(channel:count:)``; nil for message channels.
+        var inbound: StreamInbound?
     }
 
     let role: Role
@@ -297,6 +297,14 @@ final class ConnectionCore {
             // Decrypted straight into the decoder, in bounded steps, each decoded before the next.
             let (opened, closeNotify) = try record.open(into: &decoder, maximum: 98_304)
             while phase != .closed && !finished {
+                // Stream bytes go from the decoder's buffer to the reader's without a frame in between.
+                if phase != .hello,
+                    try decoder.nextChannelData({ channel, bytes throws(ConnectionError) in
+                        try handleData(channel: channel, bytes)
+                    })
+                {
+                    continue
+                }
                 let frame: Frame?
                 do {
                     frame = try decoder.next()
@@ -539,6 +547,7 @@ final class ConnectionCore {
     func releaseIdleBuffers() {
         decoder.releaseIdleBuffer()
         record?.releaseIdleBuffers()
+        for state in channels.values { state.inbound?.releaseIfEmpty() }
     }
 
     /// Frames from the scheduler, sealed into the record layer until `limit` bytes are pending.
@@ -648,8 +657,14 @@ final class ConnectionCore {
         case .channelOpen(let channel, let kind, let name, let initialWindow):
             try handleChannelOpen(channel: channel, kind: kind, name: name, initialWindow: initialWindow)
         case .channelData(let channel, let bytes):
-            guard try acceptFlowControlled(channel: channel, count: bytes.count, kind: .stream) else { return }
-            events.append(.channelData(channel: channel, bytes: bytes))
+            let outcome = bytes.withUnsafeBytes { bytes -> Result<Void, ConnectionError> in
+                do throws(ConnectionError) {
+                    return .success(try handleData(channel: channel, bytes))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            try outcome.get()
         case .message(let channel, let fragment):
             let count = fragment.bytes.count + (fragment.isFirst ? 12 : 4)
             guard try acceptFlowControlled(channel: channel, count: count, kind: .message) else { return }
@@ -704,6 +719,21 @@ final class ConnectionCore {
     }
 
     /// Accounts a flow-controlled frame; false when it belongs to a channel this side already forgot.
+    /// Bytes on a stream channel: counted against its window, then handed to its reader's buffer.
+    private func handleData(channel: UInt32, _ bytes: UnsafeRawBufferPointer) throws(ConnectionError) {
+        guard try acceptFlowControlled(channel: channel, count: bytes.count, kind: .stream) else { return }
+        channels[channel]?.inbound?.append(bytes)
+    }
+
+    private func makeInbound(_ kind: Frame.ChannelKind) -> StreamInbound? {
+        kind == .message ? nil : StreamInbound(window: Int(configuration.flowControl.channelWindow))
+    }
+
+    /// The buffer where the peer's bytes on stream `channel` wait for the reader; nil for other channels.
+    func inbound(channel: UInt32) -> StreamInbound? {
+        channels[channel]?.inbound
+    }
+
     private func acceptFlowControlled(channel: UInt32, count: Int, kind: Frame.ChannelKind) throws(ConnectionError)
         -> Bool
     {
@@ -761,7 +791,8 @@ final class ConnectionCore {
         }
         for frame in updates { try enqueueControl(frame) }
         nextRemoteChannelFloor = UInt64(channel) + 1
-        channels[channel] = ChannelState(kind: kind, isLocal: false, localOpen: kind != .message)
+        channels[channel] = ChannelState(
+            kind: kind, isLocal: false, localOpen: kind != .message, inbound: makeInbound(kind))
         events.append(.channelOpened(channel: channel, kind: kind, name: name))
     }
 
@@ -835,7 +866,8 @@ final class ConnectionCore {
         }
         nextLocalChannel += 2
         // A message channel only carries this side's messages; stream channels are two-way.
-        channels[channel] = ChannelState(kind: kind, isLocal: true, remoteOpen: kind != .message)
+        channels[channel] = ChannelState(
+            kind: kind, isLocal: true, remoteOpen: kind != .message, inbound: makeInbound(kind))
         try enqueueControl(.channelOpen(channel: channel, kind: kind, name: name, initialWindow: window))
         return channel
     }

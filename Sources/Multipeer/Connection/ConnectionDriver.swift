@@ -207,15 +207,14 @@ final class ConnectionDriver: @unchecked Sendable {
                 break  // batched above
             case .channelOpened(let channel, let kind, let name):
                 guard kind != .message else { continue }
-                let stream = PeerStream(driver: self, channel: channel, name: name)
+                guard let inbound = core.inbound(channel: channel) else { continue }
+                let stream = PeerStream(driver: self, channel: channel, name: name, inbound: inbound)
                 streams[channel] = stream
                 // Streams nobody takes are refused, not piled up: the buffer holds at most the channel limit.
                 if case .dropped = incomingStreams?.yield(stream) {
                     streams[channel] = nil
                     core.resetChannel(channel, code: 2)
                 }
-            case .channelData(let channel, let bytes):
-                streams[channel]?.inbound.deliver(bytes)
             case .channelFinished(let channel):
                 streams[channel]?.inbound.finish(nil)
             case .channelReset(let channel, let code):
@@ -370,7 +369,10 @@ final class ConnectionDriver: @unchecked Sendable {
 
     func openStream(name: String) throws(ConnectionError) -> PeerStream {
         let channel = try core.openChannel(kind: .stream, name: name)
-        let stream = PeerStream(driver: self, channel: channel, name: name)
+        guard let inbound = core.inbound(channel: channel) else {
+            throw ConnectionError(code: .internalFailure, reason: "stream channel \(channel) has no receive buffer")
+        }
+        let stream = PeerStream(driver: self, channel: channel, name: name, inbound: inbound)
         streams[channel] = stream
         service()
         return stream

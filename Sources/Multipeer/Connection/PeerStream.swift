@@ -1,5 +1,4 @@
 internal import MultipeerIO
-internal import Synchronization
 
 /// An ordered, flow-controlled byte stream to or from a connected peer, multiplexed with messages and other
 /// streams on the connection (the equivalent of Apple's `startStream(withName:toPeer:)` and the
@@ -13,12 +12,13 @@ public final class PeerStream: Sendable {
     public let name: String
     let channel: UInt32
     private let driver: ConnectionDriver
-    let inbound = StreamInbound()
+    let inbound: StreamInbound
 
-    init(driver: ConnectionDriver, channel: UInt32, name: String) {
+    init(driver: ConnectionDriver, channel: UInt32, name: String, inbound: StreamInbound) {
         self.driver = driver
         self.channel = channel
         self.name = name
+        self.inbound = inbound
     }
 
     /// Sends `bytes`; returns once they are queued, suspending while the connection's send buffer is full.
@@ -55,66 +55,36 @@ public final class PeerStream: Sendable {
         driver.loop.execute { driver.resetStream(channel) }
     }
 
-    /// The next bytes the peer wrote, or nil at the end of the stream.
+    /// The next bytes the peer wrote (at most 65,536), or nil at the end of the stream.
+    ///
+    /// Each call returns a new array; ``read(into:)`` reuses the caller's memory and is faster for bulk data.
     /// - Throws: ``ConnectionError`` if the stream was reset or the connection ended first.
     public func read() async throws(ConnectionError) -> [UInt8]? {
-        let chunk = try await inbound.next()
-        if let chunk {
-            let driver = driver
-            let channel = channel
-            driver.loop.execute { driver.streamConsumed(channel, count: chunk.count) }
-        }
-        return chunk
-    }
-}
-
-/// Received stream bytes waiting for the reader.
-final class StreamInbound: Sendable {
-    private struct State {
-        var chunks: [[UInt8]] = []
-        var end: ConnectionError?? = nil
-        var readers: [CheckedContinuation<[UInt8]?, any Error>] = []
+        try await inbound.next(report: reportConsumed)
     }
 
-    private let state = Mutex(State())
-
-    /// Adds received bytes (loop side).
-    func deliver(_ bytes: [UInt8]) {
-        let reader = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-            if !state.readers.isEmpty { return state.readers.removeFirst() }
-            state.chunks.append(bytes)
-            return nil
-        }
-        reader?.resume(returning: bytes)
+    /// Replaces the contents of `buffer` with the next bytes the peer wrote (as many as have arrived, at most
+    /// `maximumCount`), suspending until some arrive. The array's memory is reused from call to call, so a
+    /// loop over one buffer allocates nothing: the fast way to read bulk data.
+    ///
+    /// ```swift
+    /// var buffer: [UInt8] = []
+    /// while try await stream.read(into: &buffer) > 0 { consume(buffer) }
+    /// ```
+    /// - Parameters:
+    ///   - buffer: Receives the bytes; its previous contents are discarded.
+    ///   - maximumCount: The most bytes to take; 256 KiB by default.
+    /// - Returns: How many bytes `buffer` now holds; 0 at the end of the stream.
+    /// - Throws: ``ConnectionError`` if the stream was reset or the connection ended first.
+    public func read(into buffer: inout [UInt8], maximumCount: Int = 262_144) async throws(ConnectionError) -> Int {
+        try await inbound.read(into: &buffer, maximumCount: maximumCount, report: reportConsumed)
     }
 
-    /// Ends the stream: normally with nil, or with an error.
-    func finish(_ error: ConnectionError?) {
-        let readers = state.withLock { state -> [CheckedContinuation<[UInt8]?, any Error>] in
-            if state.end == nil { state.end = .some(error) }
-            defer { state.readers = [] }
-            return state.readers
-        }
-        for reader in readers {
-            if let error { reader.resume(throwing: error) } else { reader.resume(returning: nil) }
-        }
-    }
-
-    func next() async throws(ConnectionError) -> [UInt8]? {
-        do {
-            return try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<[UInt8]?, any Error>) in
-                let result = state.withLock { state -> Result<[UInt8]?, ConnectionError>? in
-                    if !state.chunks.isEmpty { return .success(state.chunks.removeFirst()) }
-                    if let end = state.end { return end.map { .failure($0) } ?? .success(nil) }
-                    state.readers.append(continuation)
-                    return nil
-                }
-                if let result { continuation.resume(with: result) }
-            }
-        } catch {
-            throw ConnectionError.wrapping(error)
-        }
+    /// Returns read bytes to the sender as window credit (batched by the inbound buffer).
+    private func reportConsumed(_ count: Int) {
+        let driver = driver
+        let channel = channel
+        driver.loop.execute { driver.streamConsumed(channel, count: count) }
     }
 }
 

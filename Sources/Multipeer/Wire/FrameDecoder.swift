@@ -82,6 +82,42 @@ public struct FrameDecoder: Sendable {
         }
     }
 
+    /// If the next frame is a whole, valid `channelData` frame, lends its payload to `body` (straight from the
+    /// buffer, no array made) and consumes it; otherwise does nothing, and ``next()`` decodes (or refuses)
+    /// whatever comes next.
+    /// - Returns: Whether a frame was handed to `body`.
+    mutating func nextChannelData<E: Error>(_ body: (UInt32, UnsafeRawBufferPointer) throws(E) -> Void) throws(E)
+        -> Bool
+    {
+        guard failure == nil, bufferedByteCount >= Frame.headerLength else { return false }
+        let h = readIndex
+        guard buffer[h] == Frame.headerVersion, buffer[h + 1] == FrameType.channelData.rawValue,
+            buffer[h + 2] == 0, buffer[h + 3] == 0
+        else { return false }
+        let channel = buffer.readBigEndianUInt32(at: h + 4)
+        let length = buffer.readBigEndianUInt32(at: h + 8)
+        let start = h + Frame.headerLength
+        guard channel != 0, length <= limits.maximumPayloadLength, start + Int(length) <= buffer.count else {
+            return false
+        }
+        let end = start + Int(length)
+        // A Result, not a typed-throws closure: those crash the compiler when passed to `withUnsafeBytes`.
+        let outcome = buffer.withUnsafeBytes { bytes -> Result<Void, E> in
+            do throws(E) {
+                return .success(try body(channel, UnsafeRawBufferPointer(rebasing: bytes[start..<end])))
+            } catch {
+                return .failure(error)
+            }
+        }
+        try outcome.get()
+        readIndex = end
+        if readIndex == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            readIndex = 0
+        }
+        return true
+    }
+
     /// Checks that the stream ended between frames; call it when the connection closes.
     /// - Throws: ``FrameDecodingError/truncatedStream(buffered:)`` if part of a frame is buffered, or the
     ///   error the decoder already failed with.
