@@ -22,6 +22,55 @@ struct FrameSchedulerTests {
         return frames
     }
 
+    @Test("encoding straight from the queue gives the bytes of encoding next()'s frames, credit included")
+    func encodeNextMatchesNext() throws {
+        func fill(_ scheduler: inout FrameScheduler) throws {
+            try scheduler.enqueueControl(.ping(token: 9))
+            try scheduler.enqueueData((0..<200_000).map { UInt8(truncatingIfNeeded: $0) }, channel: 1)
+            try scheduler.enqueueMessage([1, 2, 3], channel: 3)
+            try scheduler.enqueueMessage((0..<150_000).map { UInt8(truncatingIfNeeded: $0 &* 3) }, channel: 3)
+            try scheduler.enqueueMessage([], channel: 3)
+            try scheduler.enqueueClose(channel: 1)
+        }
+        // Credit for part of the work only, so both paths must stop at the same place.
+        var flowA = try flow(channels: [1, 3], credit: 1)
+        var flowB = try flow(channels: [1, 3], credit: 1)
+        var viaFrames = FrameScheduler()
+        var direct = FrameScheduler()
+        try fill(&viaFrames)
+        try fill(&direct)
+        let encoder = FrameEncoder()
+        var expected: [UInt8] = []
+        var expectedData = 0
+        while let frame = viaFrames.next(flow: &flowA) {
+            try encoder.encode(frame, into: &expected)
+            if case .channelData(_, let bytes) = frame { expectedData += bytes.count }
+            if case .message(_, let fragment) = frame { expectedData += fragment.bytes.count }
+        }
+        var actual: [UInt8] = []
+        var actualData = 0
+        var types: [FrameType] = []
+        while let sent = try direct.encodeNext(flow: &flowB, encoder: encoder, into: &actual) {
+            actualData += sent.dataBytes
+            types.append(sent.type)
+        }
+        #expect(actual == expected)
+        #expect(actualData == expectedData && actualData > 0 && actualData < 300_000)
+        #expect(types.first == .ping && types.contains(.channelData) && types.contains(.message))
+        #expect(flowA.connectionSend.credit == flowB.connectionSend.credit)
+        // The rest goes out once credit arrives, identically again.
+        for channel: UInt32 in [0, 1, 3] {
+            try flowA.receivedWindowUpdate(channel: channel, increment: 1 << 20)
+            try flowB.receivedWindowUpdate(channel: channel, increment: 1 << 20)
+        }
+        expected = []
+        actual = []
+        while let frame = viaFrames.next(flow: &flowA) { try encoder.encode(frame, into: &expected) }
+        while try direct.encodeNext(flow: &flowB, encoder: encoder, into: &actual) != nil {}
+        #expect(actual == expected && !actual.isEmpty)
+        #expect(viaFrames.activeChannels.isEmpty && direct.activeChannels.isEmpty)
+    }
+
     @Test("control frames go before queued data")
     func controlFirst() throws {
         var flow = try flow(channels: [1])

@@ -559,10 +559,10 @@ final class ConnectionCore {
             try record.seal { plaintext in
                 let start = plaintext.count
                 while !goodbyeSent && plaintext.count - start < room {
-                    guard let frame = scheduler.next(flow: &flow) else { break }
-                    accountSent(frame)
                     do {
-                        try encoder.encode(frame, into: &plaintext)
+                        guard let sent = try scheduler.encodeNext(flow: &flow, encoder: encoder, into: &plaintext)
+                        else { break }
+                        accountSent(sent)
                     } catch {
                         failure = ConnectionError(code: .internalFailure, reason: "could not encode a frame: \(error)")
                         return
@@ -588,13 +588,9 @@ final class ConnectionCore {
         if goodbyeSent { record.closeOutput() }
     }
 
-    private func accountSent(_ frame: Frame) {
-        switch frame {
-        case .message(_, let fragment): queuedBytes -= fragment.bytes.count
-        case .channelData(_, let bytes): queuedBytes -= bytes.count
-        case .channelClose(let channel): localChannelClosed(channel)
-        default: break
-        }
+    private func accountSent(_ sent: FrameScheduler.EncodedFrame) {
+        queuedBytes -= sent.dataBytes
+        if sent.type == .channelClose { localChannelClosed(sent.channel) }
     }
 
     /// Whether the graceful close has sent its goodbye and the owner should shut down writing once the

@@ -35,13 +35,61 @@ public struct FrameEncoder: Sendable {
         } else if type != .windowUpdate && channel == 0 {
             throw .unexpectedChannel(type: type, channel: channel)
         }
+        try appendFrame(type: type, channel: channel, to: &bytes) { bytes throws(FrameEncodingError) in
+            try appendPayload(of: frame, to: &bytes)
+        }
+    }
+
+    /// Appends a `channelData` frame carrying `data`, without making a ``Frame`` (no copy of the bytes
+    /// before this one); on error `bytes` is left as it was.
+    /// - Parameters:
+    ///   - channel: The channel (not 0).
+    ///   - data: The payload.
+    ///   - bytes: The buffer to append to.
+    /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
+    public func encodeChannelData(channel: UInt32, _ data: ArraySlice<UInt8>, into bytes: inout [UInt8])
+        throws(FrameEncodingError)
+    {
+        guard channel != 0 else { throw .unexpectedChannel(type: .channelData, channel: channel) }
+        try appendFrame(type: .channelData, channel: channel, to: &bytes) { bytes throws(FrameEncodingError) in
+            bytes.append(contentsOf: data)
+            return 0
+        }
+    }
+
+    /// Appends a `message` frame carrying one fragment whose data is `data`, without making a ``Frame``; on
+    /// error `bytes` is left as it was.
+    /// - Parameters:
+    ///   - channel: The channel (not 0).
+    ///   - id: The message id.
+    ///   - totalLength: The message's length, on its first fragment only.
+    ///   - isLast: Whether this is the message's last fragment.
+    ///   - data: The fragment's data.
+    ///   - bytes: The buffer to append to.
+    /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
+    public func encodeMessageFragment(
+        channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: ArraySlice<UInt8>,
+        into bytes: inout [UInt8]
+    ) throws(FrameEncodingError) {
+        guard channel != 0 else { throw .unexpectedChannel(type: .message, channel: channel) }
+        try appendFrame(type: .message, channel: channel, to: &bytes) { bytes throws(FrameEncodingError) in
+            try appendFragment(id: id, totalLength: totalLength, isLast: isLast, data, to: &bytes)
+        }
+    }
+
+    /// Appends the header, then the payload `body` appends (returning the flags), then patches the length
+    /// and flags; removes everything it appended if `body` or the length check fails.
+    private func appendFrame(
+        type: FrameType, channel: UInt32, to bytes: inout [UInt8],
+        _ body: (inout [UInt8]) throws(FrameEncodingError) -> UInt8
+    ) throws(FrameEncodingError) {
         let start = bytes.count
         var flags: UInt8 = 0
         bytes.append(contentsOf: [Frame.headerVersion, type.rawValue, 0, 0])
         bytes.appendBigEndian(channel)
         bytes.appendBigEndian(UInt32(0))  // length, patched below
         do throws(FrameEncodingError) {
-            flags = try appendPayload(of: frame, to: &bytes)
+            flags = try body(&bytes)
         } catch {
             bytes.removeSubrange(start...)
             throw error
@@ -110,24 +158,9 @@ public struct FrameEncoder: Sendable {
             }
             bytes.appendBigEndian(increment)
         case .message(_, let fragment):
-            var flags: UInt8 = fragment.isLast ? Frame.MessageFlags.last : 0
-            bytes.appendBigEndian(fragment.id)
-            if let total = fragment.totalLength {
-                flags |= Frame.MessageFlags.first
-                guard total <= limits.maximumMessageLength else {
-                    throw .invalidField(
-                        type: .message, reason: "length \(total) exceeds the limit of \(limits.maximumMessageLength)")
-                }
-                guard UInt64(fragment.bytes.count) <= total, !fragment.isLast || fragment.bytes.count == total
-                else {
-                    throw .invalidField(
-                        type: .message,
-                        reason: "first fragment of \(fragment.bytes.count) bytes contradicts total length \(total)")
-                }
-                bytes.appendBigEndian(total)
-            }
-            bytes.append(contentsOf: fragment.bytes)
-            return flags
+            return try appendFragment(
+                id: fragment.id, totalLength: fragment.totalLength, isLast: fragment.isLast, fragment.bytes[...],
+                to: &bytes)
         case .unknown(let type, let flags, _, let payload):
             guard !FrameType.known.contains(type) else {
                 throw .invalidField(type: type, reason: "a known type cannot be encoded as an unknown frame")
@@ -136,6 +169,28 @@ public struct FrameEncoder: Sendable {
             return flags
         }
         return 0
+    }
+
+    /// Appends a message fragment's payload and returns its flags.
+    private func appendFragment(
+        id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: ArraySlice<UInt8>, to bytes: inout [UInt8]
+    ) throws(FrameEncodingError) -> UInt8 {
+        var flags: UInt8 = isLast ? Frame.MessageFlags.last : 0
+        bytes.appendBigEndian(id)
+        if let total = totalLength {
+            flags |= Frame.MessageFlags.first
+            guard total <= limits.maximumMessageLength else {
+                throw .invalidField(
+                    type: .message, reason: "length \(total) exceeds the limit of \(limits.maximumMessageLength)")
+            }
+            guard UInt64(data.count) <= total, !isLast || data.count == total else {
+                throw .invalidField(
+                    type: .message, reason: "first fragment of \(data.count) bytes contradicts total length \(total)")
+            }
+            bytes.appendBigEndian(total)
+        }
+        bytes.append(contentsOf: data)
+        return flags
     }
 
     private func check(

@@ -249,10 +249,78 @@ public struct FrameScheduler: Sendable {
         return unsent
     }
 
+    /// One frame's worth of work, chosen and paid for, before it becomes a ``Frame`` or wire bytes. Data
+    /// refers to the queued array and a range of it: nothing is copied until the bytes are encoded.
+    private enum Piece {
+        /// Control frames and channel closes.
+        case frame(Frame)
+        case data(channel: UInt32, bytes: [UInt8], range: Range<Int>)
+        case fragment(
+            channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, bytes: [UInt8], range: Range<Int>)
+    }
+
+    /// What ``encodeNext(flow:encoder:into:)`` appended.
+    public struct EncodedFrame: Sendable, Hashable {
+        /// The frame's type.
+        public var type: FrameType
+        /// The frame's channel.
+        public var channel: UInt32
+        /// The application bytes it carries (stream data or message fragment data; 0 for control frames).
+        public var dataBytes: Int
+    }
+
     /// Chooses the next frame to send and takes its flow-control credit.
     /// - Parameter flow: The connection's flow controller; credit for the returned frame is reserved in it.
     /// - Returns: The frame, or `nil` when nothing is queued or every channel with work lacks credit.
     public mutating func next(flow: inout FlowController) -> Frame? {
+        switch nextPiece(flow: &flow) {
+        case nil: return nil
+        case .frame(let frame): return frame
+        case .data(let channel, let bytes, let range):
+            return .channelData(channel: channel, bytes: range == bytes.indices ? bytes : Array(bytes[range]))
+        case .fragment(let channel, let id, let total, let isLast, let bytes, let range):
+            let data = range == bytes.indices ? bytes : Array(bytes[range])
+            return .message(
+                channel: channel,
+                fragment: Frame.MessageFragment(id: id, totalLength: total, isLast: isLast, bytes: data))
+        }
+    }
+
+    /// Chooses the next frame like ``next(flow:)`` and appends its wire form to `bytes`, copying data straight
+    /// from the queued arrays (``next(flow:)`` copies a fragment's data into the frame first).
+    /// - Parameters:
+    ///   - flow: The connection's flow controller; credit for the frame is reserved in it.
+    ///   - encoder: The encoder (its limits must allow the frames this scheduler makes).
+    ///   - bytes: The buffer to append to.
+    /// - Returns: What was appended, or `nil` when nothing is queued or every channel with work lacks credit.
+    /// - Throws: ``FrameEncodingError`` if the frame cannot be encoded; the frame is dropped and `bytes` is
+    ///   left as it was.
+    public mutating func encodeNext(flow: inout FlowController, encoder: FrameEncoder, into bytes: inout [UInt8])
+        throws(FrameEncodingError) -> EncodedFrame?
+    {
+        switch nextPiece(flow: &flow) {
+        case nil:
+            return nil
+        case .frame(let frame):
+            try encoder.encode(frame, into: &bytes)
+            let data: Int
+            switch frame {
+            case .message(_, let fragment): data = fragment.bytes.count
+            case .channelData(_, let payload): data = payload.count
+            default: data = 0
+            }
+            return EncodedFrame(type: frame.type, channel: frame.channel, dataBytes: data)
+        case .data(let channel, let data, let range):
+            try encoder.encodeChannelData(channel: channel, data[range], into: &bytes)
+            return EncodedFrame(type: .channelData, channel: channel, dataBytes: range.count)
+        case .fragment(let channel, let id, let total, let isLast, let data, let range):
+            try encoder.encodeMessageFragment(
+                channel: channel, id: id, totalLength: total, isLast: isLast, data[range], into: &bytes)
+            return EncodedFrame(type: .message, channel: channel, dataBytes: range.count)
+        }
+    }
+
+    private mutating func nextPiece(flow: inout FlowController) -> Piece? {
         if controlHead < control.count {
             let frame = control[controlHead]
             controlHead += 1
@@ -260,14 +328,14 @@ public struct FrameScheduler: Sendable {
                 control.removeAll(keepingCapacity: true)
                 controlHead = 0
             }
-            return frame
+            return .frame(frame)
         }
         for smallOnly in [true, false] {
             for step in 0..<ring.count {
                 let index = (cursor + step) % ring.count
                 let channel = ring[index]
                 if smallOnly && !headIsSmallMessage(channel) { continue }
-                if let frame = makeFrame(channel: channel, flow: &flow) {
+                if let piece = makePiece(channel: channel, flow: &flow) {
                     if queues[channel] == nil {
                         removeFromRing(channel)
                     } else if !smallOnly {
@@ -275,7 +343,7 @@ public struct FrameScheduler: Sendable {
                         // the bulk channel whose turn it is.
                         cursor = (index + 1) % ring.count
                     }
-                    return frame
+                    return piece
                 }
             }
         }
@@ -296,18 +364,18 @@ public struct FrameScheduler: Sendable {
         queues[channel]?.headIsMessage(atMost: limits.smallMessageLength) ?? false
     }
 
-    /// Builds the next frame of `channel`'s first item, or returns `nil` if its credit does not allow one.
-    private mutating func makeFrame(channel: UInt32, flow: inout FlowController) -> Frame? {
+    /// Takes the next frame's worth of `channel`'s first item, or returns `nil` if its credit does not allow one.
+    private mutating func makePiece(channel: UInt32, flow: inout FlowController) -> Piece? {
         // Taken out of the dictionary so the queue is uniquely referenced: changing it must not copy it.
         guard var queue = queues.removeValue(forKey: channel) else { return nil }
         defer { queues[channel] = queue.isEmpty ? nil : queue }
         guard var item = queue.takeFirst() else { return nil }
-        let frame: Frame
+        let piece: Piece
         let isDone: Bool
         switch item.kind {
         case .close:
             // The channel stays in `closing` until removeChannel, so nothing can be queued after its close.
-            frame = .channelClose(channel: channel)
+            piece = .frame(.channelClose(channel: channel))
             isDone = true
         case .data:
             let remaining = item.bytes.count - item.sent
@@ -315,7 +383,7 @@ public struct FrameScheduler: Sendable {
                 queue.replaceFirst(item)
                 return nil
             }
-            frame = .channelData(channel: channel, bytes: Array(item.bytes[item.sent..<item.sent + count]))
+            piece = .data(channel: channel, bytes: item.bytes, range: item.sent..<item.sent + count)
             item.sent += count
             isDone = item.sent == item.bytes.count
         case .message(let id):
@@ -326,28 +394,20 @@ public struct FrameScheduler: Sendable {
                 return nil
             }
             let total = item.bytes.count
-            let payload: [UInt8]
-            if count == total {
-                // A message sent whole moves the caller's array into the frame; a fragment copies its part.
-                var whole: [UInt8] = []
-                swap(&whole, &item.bytes)
-                payload = whole
-            } else {
-                payload = Array(item.bytes[item.sent..<item.sent + count])
-            }
-            let fragment = Frame.MessageFragment(
-                id: id, totalLength: item.started ? nil : UInt64(total), isLast: count == remaining, bytes: payload)
-            frame = .message(channel: channel, fragment: fragment)
+            piece = .fragment(
+                channel: channel, id: id, totalLength: item.started ? nil : UInt64(total), isLast: count == remaining,
+                bytes: item.bytes, range: item.sent..<item.sent + count)
             item.started = true
             item.sent += count
             isDone = item.sent == total
         }
         if isDone {
+            // The item's array now lives on in the piece alone (a whole message is handed on without a copy).
             queue.removeFirst()
         } else {
             queue.replaceFirst(item)
         }
-        return frame
+        return piece
     }
 
     /// Takes credit for up to one frame: `overhead` bytes plus as many of `remaining` as fit.
