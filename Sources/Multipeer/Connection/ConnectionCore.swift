@@ -185,6 +185,9 @@ final class ConnectionCore {
                     }
                 }
                 try fed.get()
+            } else if phase == .established || phase == .closing, isPlaintext {
+                try receivePlaintext(bytes, now: now)
+                return
             } else {
                 try record?.receivedFromNetwork(bytes, into: &decoder)
             }
@@ -261,6 +264,7 @@ final class ConnectionCore {
             record = try makeTLS(role)
         case .plaintext where local.allowsPlaintext:
             record = PlaintextRecordLayer()
+            isPlaintext = true
         case .encryptionMismatch:
             let (dialer, acceptor) = role == .dialer ? (local, preamble.preference) : (preamble.preference, local)
             throw ConnectionError(
@@ -296,29 +300,63 @@ final class ConnectionCore {
         while phase != .closed && !finished {
             // Decrypted straight into the decoder, in bounded steps, each decoded before the next.
             let (opened, closeNotify) = try record.open(into: &decoder, maximum: 98_304)
-            while phase != .closed && !finished {
-                // Stream bytes go from the decoder's buffer to the reader's without a frame in between.
-                if phase != .hello,
-                    try decoder.nextChannelData({ channel, bytes throws(ConnectionError) in
-                        try handleData(channel: channel, bytes)
-                    })
-                {
-                    continue
-                }
-                let frame: Frame?
-                do {
-                    frame = try decoder.next()
-                } catch {
-                    throw decodingFailure(error)
-                }
-                guard let frame else { break }
-                try handle(frame, now: now)
-            }
+            try decodeBuffered(now: now)
             if closeNotify {
                 receiveEndOfStream(now: now)
                 return
             }
             if opened == 0 { break }
+        }
+    }
+
+    /// Handles every whole frame in the decoder.
+    private func decodeBuffered(now: IOInstant) throws(ConnectionError) {
+        while phase != .closed && !finished {
+            // Stream bytes go from the decoder's buffer to the reader's without a frame in between.
+            if phase != .hello,
+                try decoder.nextChannelData({ channel, bytes throws(ConnectionError) in
+                    try handleData(channel: channel, bytes)
+                })
+            {
+                continue
+            }
+            let frame: Frame?
+            do {
+                frame = try decoder.next()
+            } catch {
+                throw decodingFailure(error)
+            }
+            guard let frame else { break }
+            try handle(frame, now: now)
+        }
+    }
+
+    /// The rest of a `channelData` payload whose header was taken by the cut-through path, and where it goes
+    /// (nil: a channel already forgotten, whose bytes are dropped).
+    private var passThrough: (inbound: StreamInbound?, remaining: Int) = (nil, 0)
+    /// Whether the preamble settled on plaintext (received bytes can take the cut-through path).
+    private var isPlaintext = false
+
+    /// Received plaintext once established: stream data goes from `bytes` (the socket's buffer) straight to the
+    /// stream's buffer, everything else through the decoder. Same checks and order as decoding every frame.
+    private func receivePlaintext(_ bytes: UnsafeRawBufferPointer, now: IOInstant) throws(ConnectionError) {
+        var input = bytes
+        while !input.isEmpty && phase != .closed && !finished {
+            if passThrough.remaining > 0 {
+                let count = min(passThrough.remaining, input.count)
+                passThrough.inbound?.append(UnsafeRawBufferPointer(rebasing: input[..<count]))
+                passThrough.remaining -= count
+                input = UnsafeRawBufferPointer(rebasing: input[count...])
+                continue
+            }
+            if let (channel, length) = decoder.takeChannelDataHeader(from: &input) {
+                // The whole payload is checked against the window now, as decoding the frame would.
+                let accepted = try acceptFlowControlled(channel: channel, count: length, kind: .stream)
+                passThrough = (accepted ? channels[channel]?.inbound : nil, length)
+                continue
+            }
+            decoder.appendFrameBytes(from: &input)
+            try decodeBuffered(now: now)
         }
     }
 

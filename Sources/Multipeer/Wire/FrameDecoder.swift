@@ -91,31 +91,111 @@ public struct FrameDecoder: Sendable {
     {
         guard failure == nil, bufferedByteCount >= Frame.headerLength else { return false }
         let h = readIndex
-        guard buffer[h] == Frame.headerVersion, buffer[h + 1] == FrameType.channelData.rawValue,
-            buffer[h + 2] == 0, buffer[h + 3] == 0
-        else { return false }
-        let channel = buffer.readBigEndianUInt32(at: h + 4)
-        let length = buffer.readBigEndianUInt32(at: h + 8)
-        let start = h + Frame.headerLength
-        guard channel != 0, length <= limits.maximumPayloadLength, start + Int(length) <= buffer.count else {
-            return false
-        }
-        let end = start + Int(length)
         // A Result, not a typed-throws closure: those crash the compiler when passed to `withUnsafeBytes`.
-        let outcome = buffer.withUnsafeBytes { bytes -> Result<Void, E> in
+        let outcome = buffer.withUnsafeBytes { bytes -> Result<Bool, E> in
+            guard let (channel, length) = channelDataHeader(UnsafeRawBufferPointer(rebasing: bytes[h...])),
+                h + Frame.headerLength + length <= bytes.count
+            else { return .success(false) }
+            let start = h + Frame.headerLength
             do throws(E) {
-                return .success(try body(channel, UnsafeRawBufferPointer(rebasing: bytes[start..<end])))
+                try body(channel, UnsafeRawBufferPointer(rebasing: bytes[start..<start + length]))
             } catch {
                 return .failure(error)
             }
+            readIndex = start + length
+            return .success(true)
         }
-        try outcome.get()
-        readIndex = end
+        guard try outcome.get() else { return false }
         if readIndex == buffer.count {
             buffer.removeAll(keepingCapacity: true)
             readIndex = 0
         }
         return true
+    }
+
+    // MARK: - Cut-through for stream data
+
+    /// Takes the next frame's header if it is a valid `channelData` header, from `input` or from the buffer
+    /// (completed from `input`), leaving its payload to the caller: the payload is the next `length` bytes of
+    /// the stream, and none of it is buffered here. Used with ``appendFrameBytes(from:)`` by a connection that
+    /// reads plaintext, so stream bytes go from the socket's buffer to the stream's without a copy in between.
+    /// - Parameter input: Received bytes not fed to the decoder yet; what was taken is removed from the front.
+    /// - Returns: The frame's channel and payload length, or nil (then at most the rest of a header was
+    ///   buffered, and ``appendFrameBytes(from:)`` and ``next()`` handle the frame).
+    mutating func takeChannelDataHeader(from input: inout UnsafeRawBufferPointer) -> (channel: UInt32, length: Int)? {
+        guard failure == nil else { return nil }
+        let buffered = bufferedByteCount
+        if buffered == 0 {
+            guard let header = channelDataHeader(input) else { return nil }
+            input = UnsafeRawBufferPointer(rebasing: input[Frame.headerLength...])
+            return header
+        }
+        guard buffered < Frame.headerLength else { return nil }
+        let count = min(Frame.headerLength - buffered, input.count)
+        append(UnsafeRawBufferPointer(rebasing: input[..<count]))
+        input = UnsafeRawBufferPointer(rebasing: input[count...])
+        guard bufferedByteCount == Frame.headerLength,
+            let header = buffer.withUnsafeBytes({
+                channelDataHeader(UnsafeRawBufferPointer(rebasing: $0[readIndex...]))
+            })
+        else { return nil }
+        buffer.removeAll(keepingCapacity: true)
+        readIndex = 0
+        return header
+    }
+
+    /// Buffers the bytes of `input` that belong to frames other than stream data: the rest of the frame
+    /// started in the buffer, or (with an empty buffer) every whole frame up to a valid `channelData` header
+    /// and at most the start of one more. Call ``next()`` until it returns nil afterwards, then
+    /// ``takeChannelDataHeader(from:)`` again. After a decoding error the input is dropped.
+    /// - Parameter input: Received bytes; what was buffered is removed from the front (at least one byte when
+    ///   `input` is not empty and ``takeChannelDataHeader(from:)`` just returned nil).
+    mutating func appendFrameBytes(from input: inout UnsafeRawBufferPointer) {
+        guard failure == nil else {
+            input = UnsafeRawBufferPointer(start: nil, count: 0)
+            return
+        }
+        var take: Int
+        let buffered = bufferedByteCount
+        if buffered > 0 {
+            if buffered < Frame.headerLength {
+                take = Frame.headerLength - buffered
+            } else {
+                let length = Int(buffer.readBigEndianUInt32(at: readIndex + 8))
+                // An oversized length is refused by next() before any payload is kept.
+                take = length > limits.maximumPayloadLength ? 0 : Frame.headerLength + length - buffered
+            }
+        } else {
+            take = 0
+            // Whole frames at once, so a read of many small messages is buffered in one copy.
+            while input.count - take >= Frame.headerLength {
+                let header = UnsafeRawBufferPointer(rebasing: input[take...])
+                if take > 0, channelDataHeader(header) != nil { break }
+                let length = Int(header.loadUnaligned(fromByteOffset: 8, as: UInt32.self).bigEndian)
+                guard length <= limits.maximumPayloadLength else {
+                    take += Frame.headerLength  // next() refuses it from the header alone
+                    break
+                }
+                take += Frame.headerLength + length
+            }
+            // A frame cut by the end of `input` (its length overshoots), or the start of a header: all of it.
+            if input.count - take < Frame.headerLength { take = input.count }
+        }
+        take = min(take, input.count)
+        append(UnsafeRawBufferPointer(rebasing: input[..<take]))
+        input = UnsafeRawBufferPointer(rebasing: input[take...])
+    }
+
+    /// The channel and payload length in `bytes` if they start with a header ``next()`` would accept for a
+    /// `channelData` frame.
+    private func channelDataHeader(_ bytes: UnsafeRawBufferPointer) -> (channel: UInt32, length: Int)? {
+        guard bytes.count >= Frame.headerLength, bytes[0] == Frame.headerVersion,
+            bytes[1] == FrameType.channelData.rawValue, bytes[2] == 0, bytes[3] == 0
+        else { return nil }
+        let channel = bytes.loadUnaligned(fromByteOffset: 4, as: UInt32.self).bigEndian
+        let length = Int(bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self).bigEndian)
+        guard channel != 0, length <= limits.maximumPayloadLength else { return nil }
+        return (channel, length)
     }
 
     /// Checks that the stream ended between frames; call it when the connection closes.
