@@ -169,36 +169,82 @@ public final class TCPConnection: @unchecked Sendable {
     /// Bytes written after `close()`, `shutdownWrite()` or a failure are discarded.
     /// - Parameter bytes: The bytes to send.
     public func write(_ bytes: UnsafeRawBufferPointer) {
+        write(gathering: CollectionOfOne(bytes))
+    }
+
+    /// Like ``write(_:)-(UnsafeRawBufferPointer)``, for several buffers sent in order with one system call
+    /// (`sendmsg` with an I/O vector): the kernel copies straight from each buffer, and only what it refuses is
+    /// copied into the queue. At most 64 buffers.
+    /// - Parameter segments: The buffers, in order; empty ones are skipped.
+    public func write(gathering segments: some Collection<UnsafeRawBufferPointer>) {
         checkLoop()
-        guard isOpen, !writeShutDown, !shutdownWritePending, let base = bytes.baseAddress, !bytes.isEmpty else {
-            return
-        }
-        var offset = 0
-        if bufferedByteCount == 0 && interest.map({ $0 & LinuxConstants.epollOut == 0 }) ?? true {
-            while offset < bytes.count {
-                let sent = Glibc.send(fd, base + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
-                if sent >= 0 {
-                    offset += sent
+        precondition(segments.count <= 64, "at most 64 segments per gathering write")
+        let total = segments.reduce(0) { $0 + $1.count }
+        guard isOpen, !writeShutDown, !shutdownWritePending, total > 0 else { return }
+        var sent = 0
+        let tried = bufferedByteCount == 0 && interest.map({ $0 & LinuxConstants.epollOut == 0 }) ?? true
+        if tried {
+            var vectors = segments.compactMap { segment -> iovec? in
+                // sendmsg only reads; iovec's pointer is mutable for readv's sake.
+                segment.isEmpty
+                    ? nil
+                    : iovec(iov_base: UnsafeMutableRawPointer(mutating: segment.baseAddress), iov_len: segment.count)
+            }
+            var first = 0
+            while sent < total {
+                let result = vectors.withUnsafeMutableBufferPointer { vectors -> Int in
+                    var message = msghdr()
+                    message.msg_iov = vectors.baseAddress! + first
+                    message.msg_iovlen = vectors.count - first
+                    return Glibc.sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                }
+                if result >= 0 {
+                    sent += result
+                    // Drops the vectors sent in full and trims the one sent in part.
+                    var left = result
+                    while left > 0 && first < vectors.count {
+                        if left >= vectors[first].iov_len {
+                            left -= vectors[first].iov_len
+                            first += 1
+                        } else {
+                            vectors[first].iov_base += left
+                            vectors[first].iov_len -= left
+                            left = 0
+                        }
+                    }
                     continue
                 }
                 let code = Glibc.errno
                 if code == EINTR { continue }
                 if isWouldBlock(code) { break }
                 writeShutDown = true  // discard further writes until the failure is reported
-                let error = SystemCallError(call: "send", errno: code)
+                let error = SystemCallError(call: "sendmsg", errno: code)
                 loop.scheduleTimer(after: .zero) { [self] in fail(error) }
                 return
             }
-            if offset == bytes.count { return }
-            // The kernel is full (EAGAIN): queue the rest and wait for writability, without trying again now.
-            let rest = Array(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+            if sent == total { return }
+        }
+        // The kernel is full (or bytes already wait): queue a copy of the rest, in one array.
+        var rest: [UInt8] = []
+        rest.reserveCapacity(total - sent)
+        var skip = sent
+        for segment in segments {
+            if skip >= segment.count {
+                skip -= segment.count
+                continue
+            }
+            rest.append(contentsOf: UnsafeRawBufferPointer(rebasing: segment[skip...]))
+            skip = 0
+        }
+        if tried {
+            // The kernel just refused more (EAGAIN): wait for writability rather than trying again now.
             sendQueue.append(rest)
             bufferedByteCount += rest.count
             if bufferedByteCount >= lowWatermark && writabilityHandler != nil { waitingForWritability = true }
             updateInterest()
-            return
+        } else {
+            write(rest)
         }
-        write(Array(UnsafeRawBufferPointer(rebasing: bytes[offset...])))
     }
 
     /// Sets the closure called (on the loop thread) when buffered bytes drop below `lowWatermark` after having

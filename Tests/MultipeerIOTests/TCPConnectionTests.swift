@@ -132,10 +132,13 @@ import Testing
         }
     }
 
-    @Test func writesFromBorrowedMemoryArriveIntactThroughABlockedSocket() async throws {
+    @Test(arguments: [false, true])
+    func writesFromBorrowedMemoryArriveIntactThroughABlockedSocket(gathering: Bool) async throws {
         // Writes from the caller's memory send what the kernel takes and copy only the rest; the reader sees
         // the loop's read buffer (onBytes). 8 MiB in 1 MiB writes from one reused buffer, whose contents change
         // after every write, against a reader that starts paused: nothing may be lost, reordered or aliased.
+        // Gathering writes send each 1 MiB as buffers of uneven sizes (an empty one too) in one sendmsg, so the
+        // kernel stops in the middle of one of them.
         let writes = 8
         let chunk = 1 << 20
         try await withLoop { loop in
@@ -151,7 +154,14 @@ import Testing
                     var buffer = [UInt8](repeating: 0, count: chunk)
                     for write in 0..<writes {
                         for index in buffer.indices { buffer[index] = UInt8(truncatingIfNeeded: index &+ write) }
-                        buffer.withUnsafeBytes { connection.write($0) }
+                        buffer.withUnsafeBytes { bytes in
+                            guard gathering else { return connection.write(bytes) }
+                            let cuts = [0, 1, 13, 13, 4096, 300_000, 700_001, bytes.count]
+                            connection.write(
+                                gathering: zip(cuts, cuts.dropFirst()).map {
+                                    UnsafeRawBufferPointer(rebasing: bytes[$0..<$1])
+                                })
+                        }
                     }
                 }
             }

@@ -561,8 +561,75 @@ final class ConnectionCore {
     /// about `limit` bytes of frames (whole frames, so a little more).
     func takeOutput(limit: Int = 262_144) -> [UInt8] {
         var output: [UInt8] = []
-        writeOutput(limit: limit) { output.append(contentsOf: $0) }
+        writeOutput(limit: limit) { (segments: [UnsafeRawBufferPointer]) in
+            for segment in segments { output.append(contentsOf: segment) }
+        }
         return output
+    }
+
+    /// The most pieces of data one gathering write refers to (with the headers between them, at most 64
+    /// buffers).
+    static let gatheredPayloadLimit = 31
+    /// Data at least this long is sent from the caller's array by a gathering write; shorter data is copied
+    /// next to its header (a buffer per tiny message would cost more than the copy).
+    static let gatherThreshold = 4096
+    /// Headers (and small frames) of the next gathering write; reused.
+    private var gatherHeaders: [UInt8] = []
+
+    /// Like ``writeOutput(limit:to:)``, but lends `sink` the output as buffers to send in order with one
+    /// gathering write. On an established plaintext connection, stream data and message fragments of at least
+    /// ``gatherThreshold`` bytes are not copied at all: they are sent straight from the arrays the application
+    /// gave. Otherwise `sink` gets one buffer at a time.
+    func writeOutput(limit: Int, gathering sink: ([UnsafeRawBufferPointer]) -> Void) {
+        guard isPlaintext, phase == .established, !closeRequested, rawOutput.isEmpty, let record,
+            record.pendingNetworkOutput == 0
+        else {
+            writeOutput(limit: limit) { sink([$0]) }
+            return
+        }
+        gatherHeaders.removeAll(keepingCapacity: true)
+        var pieces: [(headerEnd: Int, payload: ArraySlice<UInt8>)] = []
+        var total = 0
+        while total < limit && pieces.count < Self.gatheredPayloadLimit {
+            let start = gatherHeaders.count
+            let next: (frame: FrameScheduler.EncodedFrame, payload: ArraySlice<UInt8>)?
+            do {
+                next = try scheduler.encodeNext(
+                    flow: &flow, encoder: encoder, into: &gatherHeaders, gatheringFrom: Self.gatherThreshold)
+            } catch {
+                fail(ConnectionError(code: .internalFailure, reason: "could not encode a frame: \(error)"))
+                return
+            }
+            guard let next else { break }
+            accountSent(next.frame)
+            total += gatherHeaders.count - start + next.payload.count
+            if !next.payload.isEmpty { pieces.append((gatherHeaders.count, next.payload)) }
+        }
+        guard total > 0 else { return }
+        gatherHeaders.withUnsafeBytes { headers in
+            var segments: [UnsafeRawBufferPointer] = []
+            segments.reserveCapacity(2 * pieces.count + 1)
+            Self.withSegments(headers, from: 0, pieces[...], &segments, sink)
+        }
+    }
+
+    /// Lends `sink` the headers and payloads in wire order: each piece's headers (up to `headerEnd`), then its
+    /// payload, then the headers after the last piece. Recursive, so every payload's memory stays lent.
+    private static func withSegments(
+        _ headers: UnsafeRawBufferPointer, from start: Int,
+        _ pieces: ArraySlice<(headerEnd: Int, payload: ArraySlice<UInt8>)>,
+        _ segments: inout [UnsafeRawBufferPointer], _ sink: ([UnsafeRawBufferPointer]) -> Void
+    ) {
+        guard let piece = pieces.first else {
+            if start < headers.count { segments.append(UnsafeRawBufferPointer(rebasing: headers[start...])) }
+            sink(segments)
+            return
+        }
+        segments.append(UnsafeRawBufferPointer(rebasing: headers[start..<piece.headerEnd]))
+        piece.payload.withUnsafeBytes { payload in
+            segments.append(payload)
+            withSegments(headers, from: piece.headerEnd, pieces.dropFirst(), &segments, sink)
+        }
     }
 
     /// Like ``takeOutput(limit:)``, but lends the bytes to `sink` (once or twice; not at all when there are

@@ -174,8 +174,8 @@ final class ConnectionDriver: @unchecked Sendable {
         var wrote = false
         while socket.bufferedByteCount < Self.highWatermark {
             var wroteNow = false
-            core.writeOutput(limit: Self.outputChunk) { bytes in
-                socket.write(bytes)
+            core.writeOutput(limit: Self.outputChunk) { (segments: [UnsafeRawBufferPointer]) in
+                socket.write(gathering: segments)
                 wroteNow = true
             }
             guard wroteNow else { break }

@@ -47,12 +47,15 @@ public struct FrameEncoder: Sendable {
     ///   - data: The payload.
     ///   - bytes: The buffer to append to.
     /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
-    public func encodeChannelData(channel: UInt32, _ data: ArraySlice<UInt8>, into bytes: inout [UInt8])
-        throws(FrameEncodingError)
-    {
+    ///   - payloadFollows: Append only the header: the caller sends `data` right after it (a gathering write).
+    public func encodeChannelData(
+        channel: UInt32, _ data: ArraySlice<UInt8>, into bytes: inout [UInt8], payloadFollows: Bool = false
+    ) throws(FrameEncodingError) {
         guard channel != 0 else { throw .unexpectedChannel(type: .channelData, channel: channel) }
-        try appendFrame(type: .channelData, channel: channel, to: &bytes) { bytes throws(FrameEncodingError) in
-            bytes.append(contentsOf: data)
+        let deferred = payloadFollows ? data.count : 0
+        try appendFrame(type: .channelData, channel: channel, to: &bytes, deferred: deferred) {
+            bytes throws(FrameEncodingError) in
+            if !payloadFollows { bytes.append(contentsOf: data) }
             return 0
         }
     }
@@ -66,21 +69,27 @@ public struct FrameEncoder: Sendable {
     ///   - isLast: Whether this is the message's last fragment.
     ///   - data: The fragment's data.
     ///   - bytes: The buffer to append to.
+    ///   - payloadFollows: Append only the header and the fragment's fields: the caller sends `data` right
+    ///     after them (a gathering write).
     /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
     public func encodeMessageFragment(
         channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: ArraySlice<UInt8>,
-        into bytes: inout [UInt8]
+        into bytes: inout [UInt8], payloadFollows: Bool = false
     ) throws(FrameEncodingError) {
         guard channel != 0 else { throw .unexpectedChannel(type: .message, channel: channel) }
-        try appendFrame(type: .message, channel: channel, to: &bytes) { bytes throws(FrameEncodingError) in
-            try appendFragment(id: id, totalLength: totalLength, isLast: isLast, data, to: &bytes)
+        let deferred = payloadFollows ? data.count : 0
+        try appendFrame(type: .message, channel: channel, to: &bytes, deferred: deferred) {
+            bytes throws(FrameEncodingError) in
+            try appendFragment(
+                id: id, totalLength: totalLength, isLast: isLast, data, to: &bytes, appendingData: !payloadFollows)
         }
     }
 
     /// Appends the header, then the payload `body` appends (returning the flags), then patches the length
     /// and flags; removes everything it appended if `body` or the length check fails.
+    /// - Parameter deferred: Payload bytes the caller sends after these (counted in the length, not appended).
     private func appendFrame(
-        type: FrameType, channel: UInt32, to bytes: inout [UInt8],
+        type: FrameType, channel: UInt32, to bytes: inout [UInt8], deferred: Int = 0,
         _ body: (inout [UInt8]) throws(FrameEncodingError) -> UInt8
     ) throws(FrameEncodingError) {
         let start = bytes.count
@@ -94,7 +103,7 @@ public struct FrameEncoder: Sendable {
             bytes.removeSubrange(start...)
             throw error
         }
-        let length = bytes.count - start - Frame.headerLength
+        let length = bytes.count - start - Frame.headerLength + deferred
         guard length <= limits.maximumPayloadLength else {
             bytes.removeSubrange(start...)
             throw .payloadTooLarge(length: length, limit: limits.maximumPayloadLength)
@@ -173,7 +182,8 @@ public struct FrameEncoder: Sendable {
 
     /// Appends a message fragment's payload and returns its flags.
     private func appendFragment(
-        id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: ArraySlice<UInt8>, to bytes: inout [UInt8]
+        id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: ArraySlice<UInt8>, to bytes: inout [UInt8],
+        appendingData: Bool = true
     ) throws(FrameEncodingError) -> UInt8 {
         var flags: UInt8 = isLast ? Frame.MessageFlags.last : 0
         bytes.appendBigEndian(id)
@@ -189,7 +199,7 @@ public struct FrameEncoder: Sendable {
             }
             bytes.appendBigEndian(total)
         }
-        bytes.append(contentsOf: data)
+        if appendingData { bytes.append(contentsOf: data) }
         return flags
     }
 

@@ -298,6 +298,15 @@ public struct FrameScheduler: Sendable {
     public mutating func encodeNext(flow: inout FlowController, encoder: FrameEncoder, into bytes: inout [UInt8])
         throws(FrameEncodingError) -> EncodedFrame?
     {
+        try encodeNext(flow: &flow, encoder: encoder, into: &bytes, gatheringFrom: .max)?.frame
+    }
+
+    /// Like ``encodeNext(flow:encoder:into:)``, but the data of a frame carrying at least `threshold` bytes
+    /// is not appended: it is returned, to be sent right after `bytes` with a gathering write (no copy at all).
+    /// - Returns: What was encoded, and the data that follows it on the wire (empty when it was appended).
+    public mutating func encodeNext(
+        flow: inout FlowController, encoder: FrameEncoder, into bytes: inout [UInt8], gatheringFrom threshold: Int
+    ) throws(FrameEncodingError) -> (frame: EncodedFrame, payload: ArraySlice<UInt8>)? {
         switch nextPiece(flow: &flow) {
         case nil:
             return nil
@@ -309,14 +318,19 @@ public struct FrameScheduler: Sendable {
             case .channelData(_, let payload): data = payload.count
             default: data = 0
             }
-            return EncodedFrame(type: frame.type, channel: frame.channel, dataBytes: data)
+            return (EncodedFrame(type: frame.type, channel: frame.channel, dataBytes: data), [])
         case .data(let channel, let data, let range):
-            try encoder.encodeChannelData(channel: channel, data[range], into: &bytes)
-            return EncodedFrame(type: .channelData, channel: channel, dataBytes: range.count)
+            let gather = range.count >= threshold
+            try encoder.encodeChannelData(channel: channel, data[range], into: &bytes, payloadFollows: gather)
+            return (
+                EncodedFrame(type: .channelData, channel: channel, dataBytes: range.count), gather ? data[range] : []
+            )
         case .fragment(let channel, let id, let total, let isLast, let data, let range):
+            let gather = range.count >= threshold
             try encoder.encodeMessageFragment(
-                channel: channel, id: id, totalLength: total, isLast: isLast, data[range], into: &bytes)
-            return EncodedFrame(type: .message, channel: channel, dataBytes: range.count)
+                channel: channel, id: id, totalLength: total, isLast: isLast, data[range], into: &bytes,
+                payloadFollows: gather)
+            return (EncodedFrame(type: .message, channel: channel, dataBytes: range.count), gather ? data[range] : [])
         }
     }
 
