@@ -37,6 +37,12 @@ public final class TCPConnection: @unchecked Sendable {
     private var interest: UInt32?
     private var state: State
     private var onData: ((UnsafeRawBufferPointer) -> Void)?
+    /// Where the owner wants the next bytes, if somewhere of its own (see ``setDirectReads(target:filled:)``).
+    private var directTarget: (() -> UnsafeMutableRawBufferPointer?)?
+    private var directFilled: ((Int) -> Void)?
+    /// Bytes read after a direct target into the loop's buffer, in the same system call: enough for the
+    /// next frame's header and a little of what follows, small so that most bulk bytes go direct.
+    static let directSpill = 4096
     private var onClose: ((SystemCallError?) -> Void)?
     private var readingPaused = false
     private var peerClosed = false
@@ -140,6 +146,21 @@ public final class TCPConnection: @unchecked Sendable {
         self.onData = onBytes
         self.onClose = onClose
         updateInterest()
+    }
+
+    /// Lets the owner receive bytes straight into memory of its own: before each read, `target` may return a
+    /// buffer for the next bytes of the stream; the read then fills it first (one `readv`, the kernel copying
+    /// straight into it), `filled` is called with how many bytes it got (always, 0 included), and anything
+    /// read beyond it goes to the `onBytes` handler as usual, after `filled`. Nil from `target`: a normal read.
+    /// - Parameters:
+    ///   - target: Called on the loop before each read.
+    ///   - filled: Called after each read that had a target, before the bytes after it are handed over.
+    public func setDirectReads(
+        target: @escaping () -> UnsafeMutableRawBufferPointer?, filled: @escaping (Int) -> Void
+    ) {
+        checkLoop()
+        directTarget = target
+        directFilled = filled
     }
 
     /// Queues `bytes` for sending and sends as much as the kernel takes right away.
@@ -325,6 +346,8 @@ public final class TCPConnection: @unchecked Sendable {
         fd = -1
         state = .closed
         onData = nil
+        directTarget = nil
+        directFilled = nil
         onClose = nil
         writabilityHandler = nil
         sendQueue.removeAll()
@@ -419,16 +442,19 @@ public final class TCPConnection: @unchecked Sendable {
         for _ in 0..<Self.maximumReadsPerWakeup {
             guard fd >= 0, !readingPaused, !peerClosed, let onData else { return }
             // The handler sees the bytes in the loop's shared buffer, during the loan.
-            let (count, code) = loop.withReadBuffer { buffer -> (Int, Int32) in
+            let (count, code, full) = loop.withReadBuffer { buffer -> (Int, Int32, Int) in
+                if let target = directTarget?(), let directFilled {
+                    return readDirect(into: target, spill: buffer, directFilled, onData)
+                }
                 let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
-                guard count > 0 else { return (count, count < 0 ? Glibc.errno : 0) }
+                guard count > 0 else { return (count, count < 0 ? Glibc.errno : 0, buffer.count) }
                 onData(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                return (count, 0)
+                return (count, 0, buffer.count)
             }
             // A read that did not fill the buffer took everything the kernel had (very likely): skip the read
             // that would only say EAGAIN. If more arrived meanwhile, level-triggered epoll reports it again.
             if count > 0 {
-                if count < Self.readChunkSize { return }
+                if count < full { return }
                 continue
             }
             if count == 0 {
@@ -444,6 +470,26 @@ public final class TCPConnection: @unchecked Sendable {
             if !isWouldBlock(code) { fail(SystemCallError(call: "read", errno: code)) }
             return
         }
+    }
+
+    /// One `readv` into `target`, then at most ``directSpill`` bytes of `spill`.
+    /// - Returns: What `read` would: the count (or -1 and the errno), and how many bytes were asked for.
+    private func readDirect(
+        into target: UnsafeMutableRawBufferPointer, spill: UnsafeMutableRawBufferPointer, _ filled: (Int) -> Void,
+        _ onData: (UnsafeRawBufferPointer) -> Void
+    ) -> (Int, Int32, Int) {
+        let spillCount = min(spill.count, Self.directSpill)
+        var vectors = (
+            iovec(iov_base: target.baseAddress, iov_len: target.count),
+            iovec(iov_base: spill.baseAddress, iov_len: spillCount)
+        )
+        let count = withUnsafeMutableBytes(of: &vectors) { raw in
+            Glibc.readv(fd, raw.baseAddress!.assumingMemoryBound(to: iovec.self), 2)
+        }
+        let code = count < 0 ? Glibc.errno : 0
+        filled(max(0, min(count, target.count)))
+        if count > target.count { onData(UnsafeRawBufferPointer(rebasing: spill[0..<count - target.count])) }
+        return (count, code, target.count + spillCount)
     }
 }
 

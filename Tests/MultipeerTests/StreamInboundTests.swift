@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 
@@ -63,7 +64,7 @@ struct StreamInboundTests {
         Self.bytes(0..<10_000).withUnsafeBytes { inbound.append($0) }
         #expect(try await reader.value == Self.bytes(0..<4096))
         #expect(inbound.bufferedByteCount == 10_000 - 4096)
-        // A reader asking for an array waits too, and is handed the bytes directly.
+        // A reader asking for an array waits too.
         let rest = try await inbound.next(report: reports.add)
         #expect(rest == Self.bytes(4096..<10_000))
         let chunkReader = Task { try await inbound.next(report: reports.add) }
@@ -71,6 +72,93 @@ struct StreamInboundTests {
         ([5, 6] as [UInt8]).withUnsafeBytes { inbound.append($0) }
         #expect(try await chunkReader.value == [5, 6])
         #expect(inbound.bufferedByteCount == 0)
+    }
+
+    @Test func aProducerThreadAndAReaderTaskRunningAtOnceLoseAndReorderNothing() async throws {
+        // The loop's side on its own thread, as on a connection: copies, partly filled reservations (as a
+        // socket read straight into the buffer leaves them), empty commits, and idle releases, while a task
+        // reads pieces of random sizes; the reader copies outside the lock while the producer moves or grows
+        // the memory, so this is where a missed case would corrupt or lose bytes.
+        let window = 1 << 20
+        let inbound = StreamInbound(window: window)
+        let total = 12_000_000
+        let producer = Thread {
+            var generator = SystemRandomNumberGenerator()
+            var produced = 0
+            var scratch = [UInt8](repeating: 0, count: 70_000)
+            while produced < total {
+                let count = min(total - produced, Int.random(in: 1...65_536, using: &generator))
+                guard inbound.bufferedByteCount + count <= window else {
+                    if Bool.random(using: &generator) { inbound.releaseIfEmpty() }
+                    continue  // flow control: the peer waits for credit
+                }
+                for index in 0..<count { scratch[index] = UInt8(truncatingIfNeeded: (produced + index) &* 7) }
+                if Bool.random(using: &generator) {
+                    scratch.withUnsafeBytes { inbound.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                    produced += count
+                } else if let room = inbound.reserve(upTo: count) {
+                    let filled = Int.random(in: 0...room.count, using: &generator)
+                    scratch.withUnsafeBytes { room.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[..<filled])) }
+                    inbound.commit(filled)
+                    produced += filled
+                }
+            }
+            inbound.finish(nil)
+        }
+        producer.start()
+        var generator = SystemRandomNumberGenerator()
+        var buffer: [UInt8] = []
+        var received = 0
+        var mismatches = 0
+        while try await inbound.read(
+            into: &buffer, maximumCount: Int.random(in: 1...300_000, using: &generator), report: { _ in }) > 0
+        {
+            for (offset, byte) in buffer.enumerated() where byte != UInt8(truncatingIfNeeded: (received + offset) &* 7)
+            {
+                mismatches += 1
+            }
+            received += buffer.count
+        }
+        #expect(received == total)
+        #expect(mismatches == 0)
+        #expect(inbound.capacity <= 2 * window)
+    }
+
+    @Test func whileAReaderCopiesTheProducerNeverMovesOrFreesTheBytesItCopies() async throws {
+        // The producer runs inside the reader's borrow: exactly the moment a real reader copies outside the lock.
+        let inbound = StreamInbound(window: 1 << 20)
+        Self.bytes(0..<60_000).withUnsafeBytes { inbound.append($0) }
+        var first: [UInt8] = []
+        _ = try await inbound.read(into: &first, maximumCount: 20_000, report: { _ in })
+        // 40,000 unread from offset 20,000 of a 65,536-byte buffer: moving them to the front would overwrite
+        // the bytes being copied.
+        var borrowedIntact: [Bool] = []
+        let taken = inbound.take(upTo: 5000) { borrowed in
+            let before = Array(borrowed)
+            // Needs room: must grow into new memory, not compact over `borrowed`.
+            Self.bytes(60_000..<70_000).withUnsafeBytes { inbound.append($0) }
+            borrowedIntact.append(Array(borrowed) == before)
+            // Grows again: the memory being copied must still not be freed.
+            Self.bytes(70_000..<200_000).withUnsafeBytes { inbound.append($0) }
+            borrowedIntact.append(Array(borrowed) == before)
+            // A reservation without a size requirement takes what is left at the end instead.
+            if let room = inbound.reserve(upTo: 1 << 20) {
+                #expect(room.count < 1 << 20)
+                Self.bytes(200_000..<200_000 + room.count).withUnsafeBytes { room.copyMemory(from: $0) }
+                inbound.commit(room.count)
+            }
+            borrowedIntact.append(Array(borrowed) == before && before == Self.bytes(20_000..<25_000))
+        }
+        #expect(taken == .took(5000))
+        #expect(borrowedIntact == [true, true, true])
+        let total = 20_000 + 5000 + inbound.bufferedByteCount
+        var rest: [UInt8] = []
+        var buffer: [UInt8] = []
+        while rest.count < total - 25_000 {
+            _ = try await inbound.read(into: &buffer, maximumCount: 1 << 20, report: { _ in })
+            rest += buffer
+        }
+        #expect(rest == Self.bytes(25_000..<total))
     }
 
     @Test func theEndComesAfterTheBufferedBytesAndAnErrorAfterThemToo() async throws {

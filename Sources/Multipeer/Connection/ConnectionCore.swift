@@ -336,6 +336,36 @@ final class ConnectionCore {
     private var passThrough: (inbound: StreamInbound?, remaining: Int) = (nil, 0)
     /// Whether the preamble settled on plaintext (received bytes can take the cut-through path).
     private var isPlaintext = false
+    /// The stream buffer holding a reservation made by ``directReadTarget()``.
+    private var directInbound: StreamInbound?
+    /// Stream data frames at least this long make the next reads go straight into the stream's buffer.
+    static let directReadMinimum = 8192
+    /// Whether the last frame started was stream data of at least ``directReadMinimum`` bytes.
+    private var inBulkData = false
+
+    /// On a plaintext connection receiving large stream data frames: room in the stream's buffer for the rest
+    /// of the current payload, for the next socket read to fill directly (no copy at all on this side), or
+    /// an empty buffer between two such frames, so the next read takes little more than the next header and
+    /// the read after it goes direct. Call ``receivedDirect(count:now:)`` after that read, whatever it returned.
+    func directReadTarget() -> UnsafeMutableRawBufferPointer? {
+        guard isPlaintext, inBulkData, phase == .established || phase == .closing, !finished, directInbound == nil
+        else { return nil }
+        if passThrough.remaining == 0 { return UnsafeMutableRawBufferPointer(start: nil, count: 0) }
+        guard let inbound = passThrough.inbound, let room = inbound.reserve(upTo: passThrough.remaining) else {
+            return nil
+        }
+        directInbound = inbound
+        return room
+    }
+
+    /// `count` bytes of the payload arrived in the room ``directReadTarget()`` gave.
+    func receivedDirect(count: Int, now: IOInstant) {
+        directInbound?.commit(count)
+        directInbound = nil
+        guard count > 0, phase != .closed else { return }
+        lastReceive = now
+        passThrough.remaining -= count
+    }
 
     /// Received plaintext once established: stream data goes from `bytes` (the socket's buffer) straight to the
     /// stream's buffer, everything else through the decoder. Same checks and order as decoding every frame.
@@ -353,8 +383,10 @@ final class ConnectionCore {
                 // The whole payload is checked against the window now, as decoding the frame would.
                 let accepted = try acceptFlowControlled(channel: channel, count: length, kind: .stream)
                 passThrough = (accepted ? channels[channel]?.inbound : nil, length)
+                inBulkData = length >= Self.directReadMinimum
                 continue
             }
+            inBulkData = false
             decoder.appendFrameBytes(from: &input)
             try decodeBuffered(now: now)
         }

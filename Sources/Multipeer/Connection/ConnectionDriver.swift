@@ -81,6 +81,10 @@ final class ConnectionDriver: @unchecked Sendable {
                 }
                 service()
             })
+        // Large stream payloads of plaintext connections are read straight into the stream's buffer.
+        socket.setDirectReads(
+            target: { [self] in core.directReadTarget() },
+            filled: { [self] count in core.receivedDirect(count: count, now: loop.clock.now()) })
         socket.setWritabilityHandler(lowWatermark: Self.lowWatermark) { [self] in service() }
         socket.setUnsentLimit(Self.kernelUnsentLimit)
         service()

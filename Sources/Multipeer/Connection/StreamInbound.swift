@@ -3,108 +3,78 @@ internal import Synchronization
 /// Received stream bytes waiting for the reader, in one contiguous buffer that is reused while the stream is
 /// busy (a new array per frame cost a page fault per 4 KiB once glibc trimmed the freed arrays).
 ///
-/// The loop appends straight from the frame decoder (``append(_:)``). A reader waiting in
-/// ``read(into:maximumCount:report:)`` hands its array over while it waits, and the loop copies the bytes
-/// straight into it (outside the lock), so a reader that keeps up costs one copy and no allocation.
-/// The buffer never holds more than the channel's receive window: the connection refuses data beyond the
-/// credit it granted before appending it.
+/// One producer (the connection, on its loop) and readers (application tasks). Neither copies under the lock:
+/// the producer reserves room at the end (``reserve(upTo:)``), fills it (with `memcpy`, or the kernel fills it
+/// straight from the socket), then commits it (``commit(_:)``); a reader borrows the bytes at the front, copies
+/// them out, then gives them back. While a reader copies, the producer never moves the bytes: it appends after
+/// them, or moves everything to new memory and leaves the old for the reader to free. The buffer never holds
+/// more than the channel's receive window: the connection refuses data beyond the credit it granted.
 final class StreamInbound: Sendable {
-    /// A reader waiting for bytes.
-    private struct Reader: Sendable {
-        enum Kind: Sendable {
-            /// `read()`: wants the next bytes as a new array.
-            case chunk(UnsafeContinuation<Result<[UInt8]?, ConnectionError>, Never>)
-            /// `read(into:)`: lent `array` (emptied, capacity kept) for at most `maximum` bytes.
-            case fill(UnsafeContinuation<Filled, Never>, maximum: Int)
-        }
-
-        let kind: Kind
-        /// The lent array; always moved in and out with `swap`, so it stays uniquely referenced and appending
-        /// to it never copies it.
-        var array: [UInt8] = []
-    }
-
-    /// How a waiting `read(into:)` resumes: always with its array back.
-    private enum Filled: Sendable {
-        /// The loop put bytes in it.
-        case bytes([UInt8])
-        /// Nothing was put in: look again (bytes arrived meanwhile, or the stream ended).
-        case retry([UInt8])
-    }
-
-    /// Safety of @unchecked Sendable: the memory is only touched under the mutex.
+    /// Memory shared by the producer and a reader. Safety of @unchecked Sendable: the regions each side
+    /// touches outside the lock never overlap (see the type's description), and the bookkeeping is under it.
     private struct Storage: @unchecked Sendable {
         let bytes: UnsafeMutableRawBufferPointer
     }
 
     private struct State: ~Copyable, Sendable {
-        private var memory: Storage?
-        var storage: UnsafeMutableRawBufferPointer? {
-            get { memory?.bytes }
-            set { memory = newValue.map(Storage.init) }
-        }
+        var storage: Storage?
         /// Unread bytes are `storage[head..<tail]`.
         var head = 0
         var tail = 0
+        /// A reader is copying bytes from the front (they stay unread until it is done).
+        var copying = false
+        /// The producer is filling `storage[tail..<tail + n]`.
+        var writing = false
+        /// Memory replaced while a reader copied from it; freed when that reader is done.
+        var retired: Storage?
         /// Set once the stream ended: nil inside for the normal end, else the error.
         var end: ConnectionError?? = nil
-        var readers: [Reader] = []
+        /// Readers waiting for bytes or the end; woken to look again.
+        var readers: [UnsafeContinuation<Void, Never>] = []
         /// Bytes read and not yet reported to the connection (which turns them into window updates).
         var unreported = 0
 
         var unread: Int { tail - head }
+        var capacity: Int { storage?.bytes.count ?? 0 }
 
-        deinit { storage?.deallocate() }
-
-        /// Copies `bytes` after the unread ones, moving those to the front or growing the storage as needed.
-        /// - Parameter limit: The size doubling stops at (the window: the connection never lets more in).
-        mutating func store(_ bytes: UnsafeRawBufferPointer, limit: Int) {
-            guard !bytes.isEmpty else { return }
-            let capacity = storage?.count ?? 0
-            if tail + bytes.count > capacity {
-                let needed = unread + bytes.count
-                if needed <= capacity, let storage {
-                    // Moves at most what the reader is behind by; cheaper than growing.
-                    if unread > 0 {
-                        storage.baseAddress!.copyMemory(from: storage.baseAddress! + head, byteCount: unread)
-                    }
-                } else {
-                    let grown = UnsafeMutableRawBufferPointer.allocate(
-                        byteCount: max(needed, min(2 * capacity, limit), StreamInbound.minimumCapacity),
-                        alignment: 16)
-                    if let storage {
-                        if unread > 0 {
-                            grown.baseAddress!.copyMemory(from: storage.baseAddress! + head, byteCount: unread)
-                        }
-                        storage.deallocate()
-                    }
-                    storage = grown
-                }
-                tail = unread
-                head = 0
-            }
-            storage!.baseAddress!.advanced(by: tail).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-            tail += bytes.count
+        deinit {
+            storage?.bytes.deallocate()
+            retired?.bytes.deallocate()
         }
 
-        /// Lends up to `maximum` unread bytes to `body`, then drops them.
-        /// - Returns: How many bytes were lent.
-        mutating func take(upTo maximum: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Int {
-            let count = min(unread, maximum)
-            guard count > 0, let storage else { return 0 }
-            body(UnsafeRawBufferPointer(rebasing: storage[head..<head + count]))
-            head += count
-            if head == tail {
-                head = 0
-                tail = 0
+        /// Makes room for `count` bytes after the unread ones: moves the unread bytes to the front if that is
+        /// enough and no reader is copying them, else moves them to new memory (at least `count` more, doubling
+        /// up to `limit`).
+        mutating func makeRoom(_ count: Int, limit: Int) {
+            guard tail + count > capacity else { return }
+            let needed = unread + count
+            if needed <= capacity, !copying, let storage {
+                if unread > 0 {
+                    storage.bytes.baseAddress!.copyMemory(from: storage.bytes.baseAddress! + head, byteCount: unread)
+                }
+            } else {
+                let grown = UnsafeMutableRawBufferPointer.allocate(
+                    byteCount: max(needed, min(2 * capacity, limit), StreamInbound.minimumCapacity), alignment: 16)
+                if let storage {
+                    if unread > 0 {
+                        grown.baseAddress!.copyMemory(from: storage.bytes.baseAddress! + head, byteCount: unread)
+                    }
+                    if copying && retired == nil {
+                        retired = storage  // the reader is copying from it
+                    } else {
+                        storage.bytes.deallocate()
+                    }
+                }
+                storage = Storage(bytes: grown)
             }
-            return count
+            tail = unread
+            head = 0
         }
 
         /// Counts `count` bytes as read; returns what to report to the connection now (0: not yet).
         mutating func consumed(_ count: Int, batch: Int) -> Int {
             unreported += count
-            // Reported in batches, and always before the reader waits (see `waitOrReport`).
+            // Reported in batches, and always before the reader waits (see `waitForBytes`).
             guard unreported >= batch else { return 0 }
             defer { unreported = 0 }
             return unreported
@@ -115,6 +85,9 @@ final class StreamInbound: Sendable {
     static let minimumCapacity = 65_536
 
     private let state = Mutex(State())
+    /// Held by a reader while it borrows and copies, so concurrent readers take turns (the producer never
+    /// takes it).
+    private let readTurn = Mutex(())
     /// Read bytes reported together, so a reader taking small pieces does not wake the loop for each.
     private let reportBatch: Int
     /// The channel's receive window: the most bytes the connection lets wait here.
@@ -131,97 +104,82 @@ final class StreamInbound: Sendable {
     /// Unread bytes held.
     var bufferedByteCount: Int { state.withLock { $0.unread } }
     /// The bytes of memory held (for tests of the bound).
-    var capacity: Int { state.withLock { $0.storage?.count ?? 0 } }
+    var capacity: Int { state.withLock { $0.capacity } }
     /// Readers waiting for bytes (for tests).
     var waitingReaders: Int { state.withLock { $0.readers.count } }
 
-    /// Adds received bytes (loop side); waiting readers get them at once.
-    func append(_ bytes: UnsafeRawBufferPointer) {
-        guard !bytes.isEmpty else { return }
-        var chunks: [(UnsafeContinuation<Result<[UInt8]?, ConnectionError>, Never>, [UInt8])] = []
-        var fills: [(continuation: UnsafeContinuation<Filled, Never>, array: [UInt8], bytes: UnsafeRawBufferPointer)] =
-            []
-        state.withLock { state in
-            guard state.end == nil else { return }
-            var rest = bytes
-            // Only an empty buffer can have readers waiting; they take the bytes in the order they asked.
-            while !rest.isEmpty, state.unread == 0, !state.readers.isEmpty {
-                var reader = state.readers.removeFirst()
-                switch reader.kind {
-                case .chunk(let continuation):
-                    let count = min(rest.count, 65_536)
-                    chunks.append((continuation, Array(rest[..<count])))
-                    rest = UnsafeRawBufferPointer(rebasing: rest[count...])
-                case .fill(let continuation, let maximum):
-                    // Copied below, outside the lock: these bytes are that reader's alone now.
-                    let count = min(rest.count, maximum)
-                    fills.append((continuation, [], UnsafeRawBufferPointer(rebasing: rest[..<count])))
-                    swap(&fills[fills.count - 1].array, &reader.array)
-                    rest = UnsafeRawBufferPointer(rebasing: rest[count...])
-                }
+    // MARK: - Producer (the connection's loop)
+
+    /// Reserves room for up to `count` bytes at the end, for the caller to fill and then ``commit(_:)``
+    /// (always, even with 0). Nothing is reserved once the stream ended.
+    /// - Parameters:
+    ///   - count: The most bytes wanted.
+    ///   - exactly: Whether anything less than `count` is useless (then the memory grows if it must).
+    /// - Returns: The room, or nil.
+    func reserve(upTo count: Int, exactly: Bool = false) -> UnsafeMutableRawBufferPointer? {
+        state.withLock { state -> UnsafeMutableRawBufferPointer? in
+            guard state.end == nil, !state.writing, count > 0 else { return nil }
+            if state.tail + count > state.capacity {
+                // With a reader copying, take what is left at the end rather than moving everything.
+                let left = state.capacity - state.tail
+                if exactly || !state.copying || left < 4096 { state.makeRoom(count, limit: window) }
             }
-            state.store(rest, limit: window)
+            let room = min(count, state.capacity - state.tail)
+            state.writing = true
+            return UnsafeMutableRawBufferPointer(rebasing: state.storage!.bytes[state.tail..<state.tail + room])
         }
-        for (continuation, chunk) in chunks { continuation.resume(returning: .success(chunk)) }
-        for index in fills.indices {
-            var array: [UInt8] = []
-            swap(&array, &fills[index].array)
-            array.append(contentsOf: fills[index].bytes)
-            fills[index].continuation.resume(returning: .bytes(consume array))
+    }
+
+    /// Makes the first `count` reserved bytes readable and wakes waiting readers.
+    func commit(_ count: Int) {
+        let woken = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
+            guard state.writing else { return [] }
+            state.writing = false
+            state.tail += count
+            guard count > 0 else { return [] }
+            defer { state.readers = [] }
+            return state.readers
         }
+        for reader in woken { reader.resume() }
+    }
+
+    /// Adds received bytes (a copy); dropped once the stream ended.
+    func append(_ bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty, let room = reserve(upTo: bytes.count, exactly: true) else { return }
+        room.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        commit(bytes.count)
     }
 
     /// Ends the stream: normally with nil, or with an error. Unread bytes stay readable first.
     func finish(_ error: ConnectionError?) {
-        let readers = state.withLock { state -> [Reader] in
+        let woken = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             if state.end == nil { state.end = .some(error) }
             defer { state.readers = [] }
             return state.readers
         }
-        for var reader in readers {
-            switch reader.kind {
-            case .chunk(let continuation): continuation.resume(returning: error.map { .failure($0) } ?? .success(nil))
-            case .fill(let continuation, _):
-                var array: [UInt8] = []
-                swap(&array, &reader.array)
-                continuation.resume(returning: .retry(consume array))
-            }
-        }
+        for reader in woken { reader.resume() }
     }
 
-    /// Frees the buffer if it holds nothing (an idle stream keeps no memory; called on keepalive ticks).
+    /// Frees the memory if it holds nothing and nobody is using it (an idle stream keeps none; called on
+    /// keepalive ticks).
     func releaseIfEmpty() {
         state.withLock { state in
-            guard state.unread == 0, let storage = state.storage else { return }
-            storage.deallocate()
+            guard state.unread == 0, !state.copying, !state.writing, let storage = state.storage else { return }
+            storage.bytes.deallocate()
             state.storage = nil
             state.head = 0
             state.tail = 0
         }
     }
 
+    // MARK: - Readers
+
     /// The next bytes (at most 65,536), or nil at the end of the stream.
     /// - Parameter report: Called with a count of read bytes to return to the sender as window credit.
     func next(report: (Int) -> Void) async throws(ConnectionError) -> [UInt8]? {
-        let result = await withUnsafeContinuation {
-            (continuation: UnsafeContinuation<Result<[UInt8]?, ConnectionError>, Never>) in
-            var flush = 0
-            let now = state.withLock { state -> Result<[UInt8]?, ConnectionError>? in
-                if state.unread > 0 {
-                    var chunk: [UInt8] = []
-                    _ = state.take(upTo: 65_536) { chunk = Array($0) }
-                    return .success(chunk)
-                }
-                if let end = state.end { return end.map { .failure($0) } ?? .success(nil) }
-                flush = Self.wait(&state, Reader(kind: .chunk(continuation)))
-                return nil
-            }
-            if flush > 0 { report(flush) }
-            if let now { continuation.resume(returning: now) }
-        }
-        let chunk = try result.get()
-        if let chunk { consumed(chunk.count, report: report) }
-        return chunk
+        var chunk: [UInt8] = []
+        let count = try await read(into: &chunk, maximumCount: 65_536, report: report)
+        return count == 0 ? nil : chunk
     }
 
     /// Replaces the contents of `buffer` with the next bytes (at most `maximumCount`), reusing its memory.
@@ -232,53 +190,78 @@ final class StreamInbound: Sendable {
         buffer.removeAll(keepingCapacity: true)
         guard maximumCount > 0 else { return 0 }
         while true {
-            var flush = 0
-            let taken = state.withLock { state -> Result<Int, ConnectionError>? in
-                if state.unread > 0 {
-                    return .success(state.take(upTo: maximumCount) { buffer.append(contentsOf: $0) })
-                }
-                if let end = state.end { return end.map { .failure($0) } ?? .success(0) }
-                return nil
-            }
-            if let taken {
-                let count = try taken.get()
+            switch take(upTo: maximumCount, { buffer.append(contentsOf: $0) }) {
+            case .took(let count):
                 consumed(count, report: report)
                 return count
-            }
-            // Nothing yet: lend the array to the loop while waiting for bytes (or the end).
-            var lent: [UInt8] = []
-            swap(&lent, &buffer)
-            let filled = await withUnsafeContinuation { (continuation: UnsafeContinuation<Filled, Never>) in
-                let waiting = state.withLock { state -> Bool in
-                    guard state.unread == 0, state.end == nil else { return false }
-                    flush = Self.wait(&state, Reader(kind: .fill(continuation, maximum: maximumCount)))
-                    swap(&state.readers[state.readers.count - 1].array, &lent)
-                    return true
-                }
-                if flush > 0 { report(flush) }
-                if !waiting {
-                    var back: [UInt8] = []
-                    swap(&back, &lent)
-                    continuation.resume(returning: .retry(consume back))
-                }
-            }
-            switch filled {
-            case .bytes(let array):
-                buffer = array
-                consumed(buffer.count, report: report)
-                return buffer.count
-            case .retry(let array):
-                buffer = array
+            case .ended(nil):
+                return 0
+            case .ended(let error?):
+                throw error
+            case .empty:
+                await waitForBytes(report: report)
             }
         }
     }
 
-    /// Registers `reader`. Before a reader waits, everything read so far is reported (the returned count), so
-    /// the sender is never kept waiting for credit held back here.
-    private static func wait(_ state: inout State, _ reader: Reader) -> Int {
-        state.readers.append(reader)
-        defer { state.unreported = 0 }
-        return state.unreported
+    enum Taken: Equatable {
+        case took(Int)
+        case ended(ConnectionError?)
+        case empty
+    }
+
+    /// Lends up to `maximum` unread bytes to `body` without holding the lock, then drops them (internal for
+    /// tests, which run the producer inside `body`).
+    func take(upTo maximum: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Taken {
+        readTurn.withLock { _ -> Taken in
+            let borrowed = state.withLock { state -> Result<UnsafeRawBufferPointer, EndOrEmpty> in
+                guard state.unread > 0, let storage = state.storage else {
+                    return .failure(state.end.map { .ended($0) } ?? .empty)
+                }
+                state.copying = true
+                let count = min(state.unread, maximum)
+                return .success(UnsafeRawBufferPointer(rebasing: storage.bytes[state.head..<state.head + count]))
+            }
+            switch borrowed {
+            case .failure(.ended(let error)): return .ended(error)
+            case .failure(.empty): return .empty
+            case .success(let bytes):
+                body(bytes)
+                state.withLock { state in
+                    state.copying = false
+                    state.head += bytes.count
+                    if state.head == state.tail && !state.writing {
+                        state.head = 0
+                        state.tail = 0
+                    }
+                    state.retired?.bytes.deallocate()
+                    state.retired = nil
+                }
+                return .took(bytes.count)
+            }
+        }
+    }
+
+    private enum EndOrEmpty: Error {
+        case ended(ConnectionError?)
+        case empty
+    }
+
+    /// Waits until bytes or the end arrive (returns at once if they already did). Before waiting, everything
+    /// read so far is reported, so the sender is never kept waiting for credit held back here.
+    private func waitForBytes(report: (Int) -> Void) async {
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            var flush = 0
+            let waiting = state.withLock { state -> Bool in
+                guard state.unread == 0, state.end == nil else { return false }
+                state.readers.append(continuation)
+                flush = state.unreported
+                state.unreported = 0
+                return true
+            }
+            if flush > 0 { report(flush) }
+            if !waiting { continuation.resume() }
+        }
     }
 
     private func consumed(_ count: Int, report: (Int) -> Void) {
