@@ -181,6 +181,67 @@ import Testing
         }
     }
 
+    @Test func directReadsFillTheOwnersMemoryFirstAndHandOverTheRestInOrder() async throws {
+        // The receiver offers its own memory (of varying sizes, sometimes none, sometimes empty) before every
+        // read; bytes must arrive there first, then in onBytes, and together make up the stream exactly.
+        let total = 3 << 20
+        try await withLoop { loop in
+            final class Receiver: @unchecked Sendable {
+                // Loop thread only until `done`; read by the test after.
+                var pieces: [[UInt8]] = []
+                var direct = 0
+                var reads = 0
+                var offered: UnsafeMutableRawBufferPointer?
+                let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: 70_000, alignment: 16)
+                deinit { memory.deallocate() }
+            }
+            let receiver = Receiver()
+            let received = Mutex(0)
+            let server = Collector<TCPConnection>()
+            let address = try await Self.listenPaused(loop: loop, accepted: server) { bytes in
+                receiver.pieces.append(Array(bytes))
+                received.withLock { $0 += bytes.count }
+            }
+            try await loop.submit {
+                TCPConnection.connect(to: address, loop: loop) { result in
+                    guard case .success(let connection) = result else { return }
+                    connection.setHandlers(onData: { _ in }, onClose: { _ in })
+                    connection.write((0..<total).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ $0 >> 16) })
+                }
+            }
+            #expect(await eventually { server.count == 1 })
+            try await loop.submit {
+                let connection = server.values[0]
+                connection.setDirectReads(
+                    target: {
+                        receiver.reads += 1
+                        switch receiver.reads % 4 {
+                        case 0: return nil
+                        case 1: receiver.offered = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+                        case 2: receiver.offered = UnsafeMutableRawBufferPointer(rebasing: receiver.memory[..<13])
+                        default: receiver.offered = receiver.memory
+                        }
+                        return receiver.offered
+                    },
+                    filled: { count in
+                        let offered = receiver.offered!
+                        #expect(count <= offered.count)
+                        receiver.pieces.append(Array(UnsafeRawBufferPointer(rebasing: offered[..<count])))
+                        receiver.direct += count
+                        received.withLock { $0 += count }
+                        receiver.offered = nil
+                    })
+                connection.resumeReading()
+            }
+            #expect(await eventually(timeout: .seconds(30)) { received.withLock { $0 } == total })
+            try await loop.submit {
+                #expect(receiver.pieces.flatMap { $0 } == (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ $0 >> 16) })
+                #expect(receiver.direct > total / 4)  // a quarter of the reads offer 70,000 bytes
+                server.values[0].close()
+            }
+        }
+    }
+
     @Test func peerResetIsReportedAsAnError() async throws {
         try await withLoop { loop in
             let clientClosed = Collector<String>()

@@ -208,6 +208,68 @@ struct ConnectionCoreTests {
         #expect(finished)
     }
 
+    @Test func streamBytesReadStraightIntoTheStreamsBufferArriveInOrder() async throws {
+        // Feeds the acceptor the way TCPConnection.setDirectReads does: before each read, the core may offer
+        // room in a stream's buffer (or an empty one between frames); the read fills it, then up to 4 KiB more
+        // goes the usual way. Messages interleave with the stream.
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        let channel = try pair.dialer.openChannel(kind: .stream, name: "direct")
+        let payload = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ $0 >> 10) }
+        var written = 0
+        var wire: [UInt8] = []
+        var received: [UInt8] = []
+        var messages = 0
+        var directBytes = 0
+        var inbound: StreamInbound?
+        for round in 0..<10_000 where received.count < payload.count {
+            if written < payload.count && pair.dialer.queuedBytes < 1 << 20 {
+                let end = min(payload.count, written + 300_000)
+                try pair.dialer.write(Array(payload[written..<end]), channel: channel)
+                try pair.dialer.sendMessage([UInt8](repeating: UInt8(round % 256), count: round % 3 == 0 ? 9000 : 20))
+                written = end
+            }
+            wire += pair.dialer.takeOutput()
+            var offset = 0
+            while offset < wire.count {
+                let direct = pair.acceptor.directReadTarget()
+                let room = direct?.count ?? 0
+                let count = min(wire.count - offset, direct == nil ? 65_536 : room + 4096)
+                let filled = min(count, room)
+                if let direct {
+                    wire.withUnsafeBytes {
+                        direct.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<offset + filled]))
+                    }
+                    pair.acceptor.receivedDirect(count: filled, now: pair.now)
+                    directBytes += filled
+                }
+                if count > filled { pair.acceptor.receive(Array(wire[offset + filled..<offset + count]), now: pair.now) }
+                offset += count
+            }
+            wire = []
+            pair.collect()
+            for event in pair.acceptorEvents {
+                switch event {
+                case .channelOpened(let opened, .stream, _): inbound = pair.acceptor.inbound(channel: opened)
+                case .message: messages += 1
+                default: break
+                }
+            }
+            pair.acceptorEvents = []
+            while let inbound, inbound.bufferedByteCount > 0 {
+                received += try await inbound.next { pair.acceptor.streamConsumed(channel: channel, count: $0) } ?? []
+            }
+            // Credit and pongs back to the dialer.
+            let back = pair.acceptor.takeOutput()
+            if !back.isEmpty { pair.dialer.receive(back, now: pair.now) }
+            pair.collect()
+        }
+        #expect(received == payload)
+        #expect(messages > 0 && pair.acceptorClosed == nil)
+        #expect(directBytes > payload.count / 2)
+    }
+
     @Test func idleConnectionsPingAndStayUp() throws {
         let pair = CorePair(
             dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
