@@ -63,7 +63,8 @@ extension ConnectionBenchmark {
                 let reader = Task {
                     var streams = acceptor.incomingStreams.makeAsyncIterator()
                     guard let incoming = await streams.next() else { return }
-                    while try await incoming.read() != nil {}
+                    var buffer: [UInt8] = []
+                    while try await incoming.read(into: &buffer) > 0 {}
                 }
                 let block = [UInt8](repeating: 0x5a, count: 256 * 1024)
                 var sent = 0
