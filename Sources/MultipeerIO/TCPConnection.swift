@@ -190,56 +190,28 @@ public final class TCPConnection: @unchecked Sendable {
     /// Bytes written after `close()`, `shutdownWrite()` or a failure are discarded.
     /// - Parameter bytes: The bytes to send.
     public func write(_ bytes: UnsafeRawBufferPointer) {
-        write(gathering: CollectionOfOne(bytes))
+        withUnsafePointer(to: bytes) { write(gathering: UnsafeBufferPointer(start: $0, count: 1)) }
     }
 
     /// Like ``write(_:)-(UnsafeRawBufferPointer)``, for several buffers sent in order with one system call
     /// (`sendmsg` with an I/O vector): the kernel copies straight from each buffer, and only what it refuses is
     /// copied into the queue. At most 64 buffers.
     /// - Parameter segments: The buffers, in order; empty ones are skipped.
-    public func write(gathering segments: some Collection<UnsafeRawBufferPointer>) {
+    public func write(gathering segments: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
         checkLoop()
         precondition(segments.count <= 64, "at most 64 segments per gathering write")
-        let total = segments.reduce(0) { $0 + $1.count }
+        var total = 0
+        for segment in segments { total += segment.count }
         guard isOpen, !writeShutDown, !shutdownWritePending, total > 0 else { return }
         var sent = 0
         let tried = bufferedByteCount == 0 && interest.map({ $0 & LinuxConstants.epollOut == 0 }) ?? true
         if tried {
-            var vectors = segments.compactMap { segment -> iovec? in
-                // sendmsg only reads; iovec's pointer is mutable for readv's sake.
-                segment.isEmpty
-                    ? nil
-                    : iovec(iov_base: UnsafeMutableRawPointer(mutating: segment.baseAddress), iov_len: segment.count)
-            }
-            var first = 0
-            while sent < total {
-                let result = vectors.withUnsafeMutableBufferPointer { vectors -> Int in
-                    var message = msghdr()
-                    message.msg_iov = vectors.baseAddress! + first
-                    message.msg_iovlen = vectors.count - first
-                    return Glibc.sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
-                }
-                if result >= 0 {
-                    sent += result
-                    // Drops the vectors sent in full and trims the one sent in part.
-                    var left = result
-                    while left > 0 && first < vectors.count {
-                        if left >= vectors[first].iov_len {
-                            left -= vectors[first].iov_len
-                            first += 1
-                        } else {
-                            vectors[first].iov_base += left
-                            vectors[first].iov_len -= left
-                            left = 0
-                        }
-                    }
-                    continue
-                }
-                let code = Glibc.errno
-                if code == EINTR { continue }
-                if isWouldBlock(code) { break }
+            let failure: Int32? =
+                segments.count == 1
+                ? sendAll(segments[0], sent: &sent) : sendAll(gathering: segments, total: total, sent: &sent)
+            if let code = failure {
                 writeShutDown = true  // discard further writes until the failure is reported
-                let error = SystemCallError(call: "sendmsg", errno: code)
+                let error = SystemCallError(call: segments.count == 1 ? "send" : "sendmsg", errno: code)
                 loop.scheduleTimer(after: .zero) { [self] in fail(error) }
                 return
             }
@@ -265,6 +237,66 @@ public final class TCPConnection: @unchecked Sendable {
             updateInterest()
         } else {
             write(rest)
+        }
+    }
+
+    /// Sends `bytes` until done or the kernel refuses more; `sent` counts what it took.
+    /// - Returns: The errno of a failure other than EAGAIN, or nil.
+    private func sendAll(_ bytes: UnsafeRawBufferPointer, sent: inout Int) -> Int32? {
+        guard let base = bytes.baseAddress else { return nil }
+        while sent < bytes.count {
+            let result = Glibc.send(fd, base + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            if result >= 0 {
+                sent += result
+                continue
+            }
+            let code = Glibc.errno
+            if code == EINTR { continue }
+            return isWouldBlock(code) ? nil : code
+        }
+        return nil
+    }
+
+    /// Sends `segments` with `sendmsg` until done or the kernel refuses more; `sent` counts what it took.
+    /// - Returns: The errno of a failure other than EAGAIN, or nil.
+    private func sendAll(gathering segments: UnsafeBufferPointer<UnsafeRawBufferPointer>, total: Int, sent: inout Int)
+        -> Int32?
+    {
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: segments.count) { vectors -> Int32? in
+            var count = 0
+            for segment in segments where !segment.isEmpty {
+                // sendmsg only reads; iovec's pointer is mutable for readv's sake.
+                vectors[count] = iovec(
+                    iov_base: UnsafeMutableRawPointer(mutating: segment.baseAddress), iov_len: segment.count)
+                count += 1
+            }
+            var first = 0
+            while sent < total {
+                var message = msghdr()
+                message.msg_iov = vectors.baseAddress! + first
+                message.msg_iovlen = count - first
+                let result = Glibc.sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                if result >= 0 {
+                    sent += result
+                    // Drops the vectors sent in full and trims the one sent in part.
+                    var left = result
+                    while left > 0 && first < count {
+                        if left >= vectors[first].iov_len {
+                            left -= vectors[first].iov_len
+                            first += 1
+                        } else {
+                            vectors[first].iov_base += left
+                            vectors[first].iov_len -= left
+                            left = 0
+                        }
+                    }
+                    continue
+                }
+                let code = Glibc.errno
+                if code == EINTR { continue }
+                return isWouldBlock(code) ? nil : code
+            }
+            return nil
         }
     }
 

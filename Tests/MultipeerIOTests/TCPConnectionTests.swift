@@ -157,10 +157,10 @@ import Testing
                         buffer.withUnsafeBytes { bytes in
                             guard gathering else { return connection.write(bytes) }
                             let cuts = [0, 1, 13, 13, 4096, 300_000, 700_001, bytes.count]
-                            connection.write(
-                                gathering: zip(cuts, cuts.dropFirst()).map {
-                                    UnsafeRawBufferPointer(rebasing: bytes[$0..<$1])
-                                })
+                            let segments = zip(cuts, cuts.dropFirst()).map {
+                                UnsafeRawBufferPointer(rebasing: bytes[$0..<$1])
+                            }
+                            segments.withUnsafeBufferPointer { connection.write(gathering: $0) }
                         }
                     }
                 }

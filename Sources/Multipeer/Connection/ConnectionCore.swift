@@ -593,7 +593,7 @@ final class ConnectionCore {
     /// about `limit` bytes of frames (whole frames, so a little more).
     func takeOutput(limit: Int = 262_144) -> [UInt8] {
         var output: [UInt8] = []
-        writeOutput(limit: limit) { (segments: [UnsafeRawBufferPointer]) in
+        writeOutput(limit: limit) { (segments: UnsafeBufferPointer<UnsafeRawBufferPointer>) in
             for segment in segments { output.append(contentsOf: segment) }
         }
         return output
@@ -612,11 +612,11 @@ final class ConnectionCore {
     /// gathering write. On an established plaintext connection, stream data and message fragments of at least
     /// ``gatherThreshold`` bytes are not copied at all: they are sent straight from the arrays the application
     /// gave. Otherwise `sink` gets one buffer at a time.
-    func writeOutput(limit: Int, gathering sink: ([UnsafeRawBufferPointer]) -> Void) {
+    func writeOutput(limit: Int, gathering sink: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) {
         guard isPlaintext, phase == .established, !closeRequested, rawOutput.isEmpty, let record,
             record.pendingNetworkOutput == 0
         else {
-            writeOutput(limit: limit) { sink([$0]) }
+            writeOutput(limit: limit) { bytes in withUnsafePointer(to: bytes) { sink(UnsafeBufferPointer(start: $0, count: 1)) } }
             return
         }
         gatherHeaders.removeAll(keepingCapacity: true)
@@ -650,11 +650,11 @@ final class ConnectionCore {
     private static func withSegments(
         _ headers: UnsafeRawBufferPointer, from start: Int,
         _ pieces: ArraySlice<(headerEnd: Int, payload: ArraySlice<UInt8>)>,
-        _ segments: inout [UnsafeRawBufferPointer], _ sink: ([UnsafeRawBufferPointer]) -> Void
+        _ segments: inout [UnsafeRawBufferPointer], _ sink: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void
     ) {
         guard let piece = pieces.first else {
             if start < headers.count { segments.append(UnsafeRawBufferPointer(rebasing: headers[start...])) }
-            sink(segments)
+            segments.withUnsafeBufferPointer(sink)
             return
         }
         segments.append(UnsafeRawBufferPointer(rebasing: headers[start..<piece.headerEnd]))

@@ -178,7 +178,7 @@ final class ConnectionDriver: @unchecked Sendable {
         var wrote = false
         while socket.bufferedByteCount < Self.highWatermark {
             var wroteNow = false
-            core.writeOutput(limit: Self.outputChunk) { (segments: [UnsafeRawBufferPointer]) in
+            core.writeOutput(limit: Self.outputChunk) { (segments: UnsafeBufferPointer<UnsafeRawBufferPointer>) in
                 socket.write(gathering: segments)
                 wroteNow = true
             }
