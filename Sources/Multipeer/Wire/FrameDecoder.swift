@@ -89,7 +89,10 @@ public struct FrameDecoder: Sendable {
     mutating func nextChannelData<E: Error>(_ body: (UInt32, UnsafeRawBufferPointer) throws(E) -> Void) throws(E)
         -> Bool
     {
-        guard failure == nil, bufferedByteCount >= Frame.headerLength else { return false }
+        // Checked first, without lending the buffer: most frames that are not stream data stop here.
+        guard failure == nil, bufferedByteCount >= Frame.headerLength,
+            buffer[readIndex + 1] == FrameType.channelData.rawValue
+        else { return false }
         let h = readIndex
         // A Result, not a typed-throws closure: those crash the compiler when passed to `withUnsafeBytes`.
         let outcome = buffer.withUnsafeBytes { bytes -> Result<Bool, E> in

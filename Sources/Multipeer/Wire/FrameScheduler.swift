@@ -397,9 +397,10 @@ public struct FrameScheduler: Sendable {
                 queue.replaceFirst(item)
                 return nil
             }
-            piece = .data(channel: channel, bytes: item.bytes, range: item.sent..<item.sent + count)
+            let range = item.sent..<item.sent + count
             item.sent += count
             isDone = item.sent == item.bytes.count
+            piece = .data(channel: channel, bytes: Self.hand(&item.bytes, whole: isDone), range: range)
         case .message(let id):
             let overhead = item.started ? Self.messageOverhead : Self.messageFirstOverhead
             let remaining = item.bytes.count - item.sent
@@ -408,20 +409,32 @@ public struct FrameScheduler: Sendable {
                 return nil
             }
             let total = item.bytes.count
-            piece = .fragment(
-                channel: channel, id: id, totalLength: item.started ? nil : UInt64(total), isLast: count == remaining,
-                bytes: item.bytes, range: item.sent..<item.sent + count)
+            let range = item.sent..<item.sent + count
+            let totalLength = item.started ? nil : UInt64(total)
             item.started = true
             item.sent += count
             isDone = item.sent == total
+            piece = .fragment(
+                channel: channel, id: id, totalLength: totalLength, isLast: count == remaining,
+                bytes: Self.hand(&item.bytes, whole: isDone), range: range)
         }
         if isDone {
-            // The item's array now lives on in the piece alone (a whole message is handed on without a copy).
+            // The item's array now lives on in the piece alone (moved, not copied or retained).
             queue.removeFirst()
         } else {
             queue.replaceFirst(item)
         }
         return piece
+    }
+
+    /// The item's array for a piece: moved out when the item is done (no reference count change on an array the
+    /// sending thread may be retaining and releasing at the same time, as when it sends one array repeatedly),
+    /// shared otherwise.
+    private static func hand(_ bytes: inout [UInt8], whole: Bool) -> [UInt8] {
+        guard whole else { return bytes }
+        var taken: [UInt8] = []
+        swap(&taken, &bytes)
+        return taken
     }
 
     /// Takes credit for up to one frame: `overhead` bytes plus as many of `remaining` as fit.
