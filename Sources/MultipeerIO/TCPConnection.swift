@@ -474,8 +474,10 @@ public final class TCPConnection: @unchecked Sendable {
         for _ in 0..<Self.maximumReadsPerWakeup {
             guard fd >= 0, !readingPaused, !peerClosed, let onData else { return }
             // The handler sees the bytes in the loop's shared buffer, during the loan.
+            var usedTarget = false
             let (count, code, full) = loop.withReadBuffer { buffer -> (Int, Int32, Int) in
                 if let target = directTarget?(), let directFilled {
+                    usedTarget = true
                     return readDirect(into: target, spill: buffer, directFilled, onData)
                 }
                 let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
@@ -499,7 +501,7 @@ public final class TCPConnection: @unchecked Sendable {
                 return
             }
             if code == EINTR { continue }
-            if !isWouldBlock(code) { fail(SystemCallError(call: "read", errno: code)) }
+            if !isWouldBlock(code) { fail(SystemCallError(call: usedTarget ? "readv" : "read", errno: code)) }
             return
         }
     }

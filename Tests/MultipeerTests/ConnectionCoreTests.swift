@@ -244,7 +244,9 @@ struct ConnectionCoreTests {
                     pair.acceptor.receivedDirect(count: filled, now: pair.now)
                     directBytes += filled
                 }
-                if count > filled { pair.acceptor.receive(Array(wire[offset + filled..<offset + count]), now: pair.now) }
+                if count > filled {
+                    pair.acceptor.receive(Array(wire[offset + filled..<offset + count]), now: pair.now)
+                }
                 offset += count
             }
             wire = []
@@ -268,6 +270,54 @@ struct ConnectionCoreTests {
         #expect(received == payload)
         #expect(messages > 0 && pair.acceptorClosed == nil)
         #expect(directBytes > payload.count / 2)
+    }
+
+    @Test func streamsReadToTheirEndGiveAllTheirCreditBack() async throws {
+        // Found by review: credit read in batches stayed with streams whose reader had read everything (to the
+        // end, or just all there was), and the connection window, shared by all streams, ran out. Here it is
+        // 512 KiB: two streams of 250 KiB read to the end, then a third must still get all its bytes.
+        var configuration = TestPeers.configuration(TestPeers.ada)
+        configuration.flowControl = FlowController.Configuration(connectionWindow: 512 << 10, channelWindow: 4 << 20)
+        var acceptorConfiguration = TestPeers.configuration(TestPeers.bob)
+        acceptorConfiguration.flowControl = configuration.flowControl
+        let pair = CorePair(dialer: configuration, acceptor: acceptorConfiguration)
+        pair.run()
+        let first = try pair.dialer.openChannel(kind: .stream, name: "a")
+        let second = try pair.dialer.openChannel(kind: .stream, name: "c")
+        let third = try pair.dialer.openChannel(kind: .stream, name: "b")
+        for channel in [first, second] {
+            try pair.dialer.write([UInt8](repeating: 1, count: 250 << 10), channel: channel)
+        }
+        try pair.dialer.finishChannel(first)
+        pair.run()
+        // The first is read to its end; the second's reader takes all there is and then stops reading.
+        for channel in [first, second] {
+            let inbound = try #require(pair.acceptor.inbound(channel: channel))
+            if channel == first { inbound.finish(nil) }  // what the driver does on .channelFinished
+            var total = 0
+            while channel == first || inbound.bufferedByteCount > 0,
+                let chunk = try await inbound.next(report: {
+                    pair.acceptor.streamConsumed(channel: channel, count: $0)
+                })
+            {
+                total += chunk.count
+            }
+            #expect(total == 250 << 10)
+        }
+        pair.run()
+        try pair.dialer.write([UInt8](repeating: 3, count: 100 << 10), channel: third)
+        let inbound = try #require(pair.acceptor.inbound(channel: third))
+        var received = 0
+        for _ in 0..<20 where received < 100 << 10 {
+            pair.run()
+            while inbound.bufferedByteCount > 0 {
+                received +=
+                    try await inbound.next(report: {
+                        pair.acceptor.streamConsumed(channel: third, count: $0)
+                    })?.count ?? 0
+            }
+        }
+        #expect(received == 100 << 10)
     }
 
     @Test func idleConnectionsPingAndStayUp() throws {

@@ -368,7 +368,11 @@ final class ConnectionCore {
     }
 
     /// Received plaintext once established: stream data goes from `bytes` (the socket's buffer) straight to the
-    /// stream's buffer, everything else through the decoder. Same checks and order as decoding every frame.
+    /// stream's buffer, everything else through the decoder. The same byte streams are accepted and refused,
+    /// in the same order, as by decoding every frame, with two differences of timing: a stream data frame is
+    /// checked against the window (and its channel) as soon as its header arrives, and its payload reaches the
+    /// reader as it arrives, so a connection that breaks in the middle of a frame has already delivered part
+    /// of it (the stream then ends with the connection's error).
     private func receivePlaintext(_ bytes: UnsafeRawBufferPointer, now: IOInstant) throws(ConnectionError) {
         var input = bytes
         while !input.isEmpty && phase != .closed && !finished {
@@ -616,7 +620,9 @@ final class ConnectionCore {
         guard isPlaintext, phase == .established, !closeRequested, rawOutput.isEmpty, let record,
             record.pendingNetworkOutput == 0
         else {
-            writeOutput(limit: limit) { bytes in withUnsafePointer(to: bytes) { sink(UnsafeBufferPointer(start: $0, count: 1)) } }
+            writeOutput(limit: limit) { bytes in
+                withUnsafePointer(to: bytes) { sink(UnsafeBufferPointer(start: $0, count: 1)) }
+            }
             return
         }
         gatherHeaders.removeAll(keepingCapacity: true)
@@ -859,7 +865,11 @@ final class ConnectionCore {
     }
 
     private func makeInbound(_ kind: Frame.ChannelKind) -> StreamInbound? {
-        kind == .message ? nil : StreamInbound(window: Int(configuration.flowControl.channelWindow))
+        kind == .message
+            ? nil
+            : StreamInbound(
+                window: Int(configuration.flowControl.channelWindow),
+                connectionWindow: Int(configuration.flowControl.connectionWindow))
     }
 
     /// The buffer where the peer's bytes on stream `channel` wait for the reader; nil for other channels.

@@ -211,7 +211,11 @@ final class ConnectionDriver: @unchecked Sendable {
                 break  // batched above
             case .channelOpened(let channel, let kind, let name):
                 guard kind != .message else { continue }
-                guard let inbound = core.inbound(channel: channel) else { continue }
+                // A channel the peer opened and already reset within the same read has no buffer any more:
+                // the application still sees the stream, then its reset.
+                let inbound =
+                    core.inbound(channel: channel)
+                    ?? StreamInbound(window: Int(core.configuration.flowControl.channelWindow))
                 let stream = PeerStream(driver: self, channel: channel, name: name, inbound: inbound)
                 streams[channel] = stream
                 // Streams nobody takes are refused, not piled up: the buffer holds at most the channel limit.

@@ -23,8 +23,9 @@ final class StreamInbound: Sendable {
         var tail = 0
         /// A reader is copying bytes from the front (they stay unread until it is done).
         var copying = false
-        /// The producer is filling `storage[tail..<tail + n]`.
+        /// The producer is filling `storage[tail..<tail + reserved]`.
         var writing = false
+        var reserved = 0
         /// Memory replaced while a reader copied from it; freed when that reader is done.
         var retired: Storage?
         /// Set once the stream ended: nil inside for the normal end, else the error.
@@ -74,8 +75,9 @@ final class StreamInbound: Sendable {
         /// Counts `count` bytes as read; returns what to report to the connection now (0: not yet).
         mutating func consumed(_ count: Int, batch: Int) -> Int {
             unreported += count
-            // Reported in batches, and always before the reader waits (see `waitForBytes`).
-            guard unreported >= batch else { return 0 }
+            // Reported in batches, and whenever the reader has taken everything (it may not read again for a
+            // while, or ever: the credit must not stay here, the connection window is shared by all streams).
+            guard unreported >= batch || unread == 0 else { return 0 }
             defer { unreported = 0 }
             return unreported
         }
@@ -83,6 +85,9 @@ final class StreamInbound: Sendable {
 
     /// The smallest buffer allocated: one frame.
     static let minimumCapacity = 65_536
+    /// Memory kept when the reader has taken everything; a larger buffer (grown while the reader lagged) is
+    /// freed then, so a stream holds more only while it holds unread bytes.
+    static let keptCapacity = 1 << 20
 
     private let state = Mutex(State())
     /// Held by a reader while it borrows and copies, so concurrent readers take turns (the producer never
@@ -94,10 +99,14 @@ final class StreamInbound: Sendable {
     private let window: Int
 
     /// Creates an empty inbound buffer.
-    /// - Parameter window: The channel's receive window: consumption is reported in batches of a quarter of it
-    ///   (at most 256 KiB), and whenever the reader is about to wait.
-    init(window: Int) {
-        reportBatch = max(1, min(262_144, window / 4))
+    /// - Parameters:
+    ///   - window: The channel's receive window.
+    ///   - connectionWindow: The connection's receive window, shared by all channels.
+    ///
+    /// Consumption is reported in batches of at most 64 KiB (less for small windows: a quarter of the channel
+    /// window, a sixteenth of the connection's), whenever the reader has taken everything, and before it waits.
+    init(window: Int, connectionWindow: Int = Int.max) {
+        reportBatch = max(1, min(65_536, window / 4, connectionWindow / 16))
         self.window = window
     }
 
@@ -118,7 +127,8 @@ final class StreamInbound: Sendable {
     /// - Returns: The room, or nil.
     func reserve(upTo count: Int, exactly: Bool = false) -> UnsafeMutableRawBufferPointer? {
         state.withLock { state -> UnsafeMutableRawBufferPointer? in
-            guard state.end == nil, !state.writing, count > 0 else { return nil }
+            precondition(!state.writing, "StreamInbound.reserve before the previous reservation was committed")
+            guard state.end == nil, count > 0 else { return nil }
             if state.tail + count > state.capacity {
                 // With a reader copying, take what is left at the end rather than moving everything.
                 let left = state.capacity - state.tail
@@ -126,6 +136,7 @@ final class StreamInbound: Sendable {
             }
             let room = min(count, state.capacity - state.tail)
             state.writing = true
+            state.reserved = room
             return UnsafeMutableRawBufferPointer(rebasing: state.storage!.bytes[state.tail..<state.tail + room])
         }
     }
@@ -134,6 +145,7 @@ final class StreamInbound: Sendable {
     func commit(_ count: Int) {
         let woken = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             guard state.writing else { return [] }
+            precondition(count >= 0 && count <= state.reserved, "StreamInbound.commit of more than was reserved")
             state.writing = false
             state.tail += count
             guard count > 0 else { return [] }
@@ -187,16 +199,18 @@ final class StreamInbound: Sendable {
     func read(into buffer: inout [UInt8], maximumCount: Int, report: (Int) -> Void) async throws(ConnectionError)
         -> Int
     {
+        precondition(maximumCount > 0, "a read must be allowed at least one byte")
         buffer.removeAll(keepingCapacity: true)
-        guard maximumCount > 0 else { return 0 }
         while true {
             switch take(upTo: maximumCount, { buffer.append(contentsOf: $0) }) {
             case .took(let count):
                 consumed(count, report: report)
                 return count
             case .ended(nil):
+                flushReports(report)
                 return 0
             case .ended(let error?):
+                flushReports(report)
                 throw error
             case .empty:
                 await waitForBytes(report: report)
@@ -233,6 +247,10 @@ final class StreamInbound: Sendable {
                     if state.head == state.tail && !state.writing {
                         state.head = 0
                         state.tail = 0
+                        if state.capacity > Self.keptCapacity, let storage = state.storage {
+                            storage.bytes.deallocate()
+                            state.storage = nil
+                        }
                     }
                     state.retired?.bytes.deallocate()
                     state.retired = nil
@@ -262,6 +280,15 @@ final class StreamInbound: Sendable {
             if flush > 0 { report(flush) }
             if !waiting { continuation.resume() }
         }
+    }
+
+    /// Reports whatever was read and not reported yet.
+    private func flushReports(_ report: (Int) -> Void) {
+        let due = state.withLock { state in
+            defer { state.unreported = 0 }
+            return state.unreported
+        }
+        if due > 0 { report(due) }
     }
 
     private func consumed(_ count: Int, report: (Int) -> Void) {
