@@ -199,17 +199,16 @@ struct StreamInboundTests {
         #expect(try await inbound.read(into: &buffer, maximumCount: 100_000, report: { _ in }) == 100_000)
         inbound.releaseIfEmpty()
         #expect(inbound.capacity == 0)
-        // A buffer that grew past 1 MiB while the reader lagged is freed as soon as the reader catches up.
+        // A buffer that grew while the reader lagged is kept while the stream is busy (freeing it whenever the
+        // reader caught up cost 8 % of plaintext stream throughput in page faults) and freed when idle.
         Self.bytes(0..<3_000_000).withUnsafeBytes { inbound.append($0) }
-        #expect(inbound.capacity >= 3_000_000)
+        #expect(inbound.capacity >= 3_000_000 && inbound.capacity <= 4 << 20)
         var read = 0
         while read < 3_000_000 {
             read += try await inbound.read(into: &buffer, maximumCount: 1 << 20, report: { _ in })
         }
+        #expect(inbound.capacity >= 3_000_000)
+        inbound.releaseIfEmpty()
         #expect(inbound.capacity == 0)
-        // A smaller one is kept for the next bytes (no allocation and page faults per read of a busy stream).
-        Self.bytes(0..<500_000).withUnsafeBytes { inbound.append($0) }
-        #expect(try await inbound.read(into: &buffer, maximumCount: 1 << 20, report: { _ in }) == 500_000)
-        #expect(inbound.capacity > 0 && inbound.capacity <= 1 << 20)
     }
 }

@@ -8,7 +8,10 @@ internal import Synchronization
 /// straight from the socket), then commits it (``commit(_:)``); a reader borrows the bytes at the front, copies
 /// them out, then gives them back. While a reader copies, the producer never moves the bytes: it appends after
 /// them, or moves everything to new memory and leaves the old for the reader to free. The buffer never holds
-/// more than the channel's receive window: the connection refuses data beyond the credit it granted.
+/// more than the channel's receive window of unread bytes (the connection refuses data beyond the credit it
+/// granted), and its memory grows to at most the window (twice that for a moment, while a reader copies from
+/// the old memory); the memory stays while the stream is busy and is freed on a keepalive tick that finds it
+/// empty.
 final class StreamInbound: Sendable {
     /// Memory shared by the producer and a reader. Safety of @unchecked Sendable: the regions each side
     /// touches outside the lock never overlap (see the type's description), and the bookkeeping is under it.
@@ -85,9 +88,6 @@ final class StreamInbound: Sendable {
 
     /// The smallest buffer allocated: one frame.
     static let minimumCapacity = 65_536
-    /// Memory kept when the reader has taken everything; a larger buffer (grown while the reader lagged) is
-    /// freed then, so a stream holds more only while it holds unread bytes.
-    static let keptCapacity = 1 << 20
 
     private let state = Mutex(State())
     /// Held by a reader while it borrows and copies, so concurrent readers take turns (the producer never
@@ -247,10 +247,6 @@ final class StreamInbound: Sendable {
                     if state.head == state.tail && !state.writing {
                         state.head = 0
                         state.tail = 0
-                        if state.capacity > Self.keptCapacity, let storage = state.storage {
-                            storage.bytes.deallocate()
-                            state.storage = nil
-                        }
                     }
                     state.retired?.bytes.deallocate()
                     state.retired = nil
