@@ -49,7 +49,7 @@ public struct FrameEncoder: Sendable {
     /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
     ///   - payloadFollows: Append only the header: the caller sends `data` right after it (a gathering write).
     public func encodeChannelData(
-        channel: UInt32, _ data: ArraySlice<UInt8>, into bytes: inout [UInt8], payloadFollows: Bool = false
+        channel: UInt32, _ data: UnsafeRawBufferPointer, into bytes: inout [UInt8], payloadFollows: Bool = false
     ) throws(FrameEncodingError) {
         guard channel != 0 else { throw .unexpectedChannel(type: .channelData, channel: channel) }
         let deferred = payloadFollows ? data.count : 0
@@ -73,7 +73,7 @@ public struct FrameEncoder: Sendable {
     ///     after them (a gathering write).
     /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
     public func encodeMessageFragment(
-        channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: ArraySlice<UInt8>,
+        channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: UnsafeRawBufferPointer,
         into bytes: inout [UInt8], payloadFollows: Bool = false
     ) throws(FrameEncodingError) {
         guard channel != 0 else { throw .unexpectedChannel(type: .message, channel: channel) }
@@ -168,8 +168,7 @@ public struct FrameEncoder: Sendable {
             bytes.appendBigEndian(increment)
         case .message(_, let fragment):
             return try appendFragment(
-                id: fragment.id, totalLength: fragment.totalLength, isLast: fragment.isLast, fragment.bytes[...],
-                to: &bytes)
+                id: fragment.id, totalLength: fragment.totalLength, isLast: fragment.isLast, fragment.bytes, to: &bytes)
         case .unknown(let type, let flags, _, let payload):
             guard !FrameType.known.contains(type) else {
                 throw .invalidField(type: type, reason: "a known type cannot be encoded as an unknown frame")
@@ -182,7 +181,7 @@ public struct FrameEncoder: Sendable {
 
     /// Appends a message fragment's payload and returns its flags.
     private func appendFragment(
-        id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: ArraySlice<UInt8>, to bytes: inout [UInt8],
+        id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: some Collection<UInt8>, to bytes: inout [UInt8],
         appendingData: Bool = true
     ) throws(FrameEncodingError) -> UInt8 {
         var flags: UInt8 = isLast ? Frame.MessageFlags.last : 0
