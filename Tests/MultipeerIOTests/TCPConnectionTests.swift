@@ -191,6 +191,8 @@ import Testing
                 var pieces: [[UInt8]] = []
                 var direct = 0
                 var reads = 0
+                var offers = 0
+                var fills = 0
                 var offered: UnsafeMutableRawBufferPointer?
                 let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: 70_000, alignment: 16)
                 deinit { memory.deallocate() }
@@ -207,6 +209,7 @@ import Testing
                     guard case .success(let connection) = result else { return }
                     connection.setHandlers(onData: { _ in }, onClose: { _ in })
                     connection.write((0..<total).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ $0 >> 16) })
+                    connection.shutdownWrite()  // the server's last read, memory offered or not, is the end
                 }
             }
             #expect(await eventually { server.count == 1 })
@@ -221,6 +224,7 @@ import Testing
                         case 2: receiver.offered = UnsafeMutableRawBufferPointer(rebasing: receiver.memory[..<13])
                         default: receiver.offered = receiver.memory
                         }
+                        if receiver.offered != nil { receiver.offers += 1 }
                         return receiver.offered
                     },
                     filled: { count in
@@ -228,6 +232,7 @@ import Testing
                         #expect(count <= offered.count)
                         receiver.pieces.append(Array(UnsafeRawBufferPointer(rebasing: offered[..<count])))
                         receiver.direct += count
+                        receiver.fills += 1
                         received.withLock { $0 += count }
                         receiver.offered = nil
                     })
@@ -238,6 +243,8 @@ import Testing
                 let expected = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ $0 >> 16) }
                 #expect(receiver.pieces.flatMap { $0 } == expected)
                 #expect(receiver.direct > total / 4)  // a quarter of the reads offer 70,000 bytes
+                // Every offer was answered exactly once, the end of the stream included.
+                #expect(receiver.offers == receiver.fills && receiver.offers > 0)
                 server.values[0].close()
             }
         }

@@ -13,6 +13,9 @@ final class CorePair {
     /// Bytes the acceptor wrote that the dialer has not been fed (while `holdAcceptorOutput` is set).
     var heldForDialer: [UInt8] = []
     var holdAcceptorOutput = false
+    /// Sizes of the reads the acceptor's input is cut into, used in turn (nil: one read per batch of output).
+    var acceptorReadSizes: [Int]?
+    private var nextReadSize = 0
     var dialerEnded = false
     var acceptorEnded = false
 
@@ -43,7 +46,7 @@ final class CorePair {
                 heldForDialer += fromAcceptor
                 fromAcceptor = []
             }
-            if !fromDialer.isEmpty { acceptor.receive(fromDialer, now: now) }
+            if !fromDialer.isEmpty { feedAcceptor(fromDialer) }
             if !fromAcceptor.isEmpty { dialer.receive(fromAcceptor, now: now) }
             collect()
             if fromDialer.isEmpty && fromAcceptor.isEmpty { break }
@@ -59,6 +62,21 @@ final class CorePair {
         }
         collect()
         return passes
+    }
+
+    /// Gives the acceptor `bytes`, cut into reads of `acceptorReadSizes` if set.
+    func feedAcceptor(_ bytes: [UInt8]) {
+        guard let sizes = acceptorReadSizes, !sizes.isEmpty else {
+            acceptor.receive(bytes, now: now)
+            return
+        }
+        var offset = 0
+        while offset < bytes.count {
+            let count = min(bytes.count - offset, sizes[nextReadSize % sizes.count])
+            nextReadSize += 1
+            acceptor.receive(Array(bytes[offset..<offset + count]), now: now)
+            offset += count
+        }
     }
 
     func advance(by duration: Duration) {

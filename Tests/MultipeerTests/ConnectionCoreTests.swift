@@ -320,6 +320,68 @@ struct ConnectionCoreTests {
         #expect(received == 100 << 10)
     }
 
+    @Test func plaintextCutIntoReadsOfEveryAwkwardSizeCarriesStreamsAndMessagesIntact() async throws {
+        // The real cut-through path (not a model of it): reads that end inside headers, exactly at frame ends,
+        // one byte into a payload, from the preamble on, with full-size 64 KiB stream frames and messages.
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.acceptorReadSizes = [1, 7, 12, 13, 4095, 65_547, 65_548, 65_549, 70_000, 3, 11, 65_536]
+        pair.run()
+        #expect(pair.acceptorPeer != nil)
+        let channel = try pair.dialer.openChannel(kind: .stream, name: "awkward")
+        let payload = (0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 9) }
+        var sentMessages: [[UInt8]] = []
+        for (index, start) in stride(from: 0, to: payload.count, by: 250_000).enumerated() {
+            try pair.dialer.write(Array(payload[start..<min(payload.count, start + 250_000)]), channel: channel)
+            let message = [UInt8](repeating: UInt8(index), count: [5, 70_000, 65_536, 0][index % 4])
+            try pair.dialer.sendMessage(message)
+            sentMessages.append(message)
+        }
+        try pair.dialer.finishChannel(channel)
+        var received: [UInt8] = []
+        var inbound: StreamInbound?
+        var finished = false
+        for _ in 0..<200 where !finished {
+            pair.run(rounds: 1)
+            for event in pair.acceptorEvents {
+                switch event {
+                case .channelOpened(let opened, .stream, _): inbound = pair.acceptor.inbound(channel: opened)
+                case .channelFinished: finished = true
+                default: break
+                }
+            }
+            while let inbound, inbound.bufferedByteCount > 0 {
+                received += try await inbound.next { pair.acceptor.streamConsumed(channel: channel, count: $0) } ?? []
+            }
+        }
+        #expect(received == payload)
+        #expect(CorePair.messages(in: pair.acceptorEvents) == sentMessages)
+        #expect(pair.acceptorClosed == nil)
+    }
+
+    @Test func streamDataBeyondTheWindowIsRefusedFromItsHeaderWithoutBufferingIt() async throws {
+        var acceptorConfiguration = TestPeers.configuration(TestPeers.bob)
+        acceptorConfiguration.flowControl = FlowController.Configuration(channelWindow: 300_000)
+        let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: acceptorConfiguration)
+        pair.acceptorReadSizes = [5, 65_540, 9]
+        pair.run()
+        let channel = try pair.dialer.openChannel(kind: .stream, name: "flood")
+        pair.run()
+        let inbound = try #require(pair.acceptor.inbound(channel: channel))
+        // Frames straight from an encoder, past the dialer's flow control: six 64 KiB frames are 393,216 bytes.
+        let encoder = FrameEncoder()
+        var bytes: [UInt8] = []
+        for _ in 0..<6 {
+            try encoder.encode(
+                .channelData(channel: channel, bytes: [UInt8](repeating: 7, count: 65_536)), into: &bytes)
+        }
+        pair.feedAcceptor(bytes)
+        pair.collect()
+        #expect(try #require(pair.acceptorClosed).code == .flowControlViolation)
+        // What was buffered stayed within the window: the frame past it was refused at its header.
+        #expect(inbound.bufferedByteCount <= 300_000 && inbound.bufferedByteCount >= 4 * 65_536)
+    }
+
     @Test func idleConnectionsPingAndStayUp() throws {
         let pair = CorePair(
             dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
