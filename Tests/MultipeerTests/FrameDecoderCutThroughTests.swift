@@ -119,6 +119,71 @@ struct FrameDecoderCutThroughTests {
         }
     }
 
+    /// Decodes `bytes` taking message frames through ``FrameDecoder/nextMessageFragment(_:)`` where it accepts
+    /// them, like the connection does.
+    static func lendingMessages(_ bytes: [UInt8]) -> [Item] {
+        var decoder = FrameDecoder()
+        decoder.append(bytes)
+        var items: [Item] = []
+        while true {
+            let lent = decoder.nextMessageFragment { channel, id, total, isLast, data in
+                items.append(
+                    .frame(
+                        .message(
+                            channel: channel,
+                            fragment: .init(id: id, totalLength: total, isLast: isLast, bytes: Array(data)))))
+            }
+            if lent { continue }
+            do throws(FrameDecodingError) {
+                guard let frame = try decoder.next() else { break }
+                items.append(.frame(frame))
+            } catch {
+                items.append(.failure(error))
+                break
+            }
+        }
+        return items
+    }
+
+    @Test func messagesLentFromTheBufferMatchDecodedOnesAndBadOnesStillFail() throws {
+        let encoder = FrameEncoder()
+        let good: [Frame] = [
+            .message(channel: 1, fragment: .init(id: 0, totalLength: 3, isLast: true, bytes: [1, 2, 3])),
+            .message(
+                channel: 1,
+                fragment: .init(id: 1, totalLength: 300, isLast: false, bytes: [UInt8](repeating: 4, count: 200))
+            ),
+            .message(
+                channel: 1,
+                fragment: .init(id: 1, totalLength: nil, isLast: false, bytes: [UInt8](repeating: 5, count: 60))),
+            .message(
+                channel: 1,
+                fragment: .init(id: 1, totalLength: nil, isLast: true, bytes: [UInt8](repeating: 6, count: 40))),
+            .message(channel: 3, fragment: .init(id: 9, totalLength: 0, isLast: true, bytes: [])),
+            .ping(token: 5),
+        ]
+        var stream: [UInt8] = []
+        for frame in good { try encoder.encode(frame, into: &stream) }
+        #expect(Self.lendingMessages(stream) == Self.plain([stream]))
+        #expect(Self.lendingMessages(stream).count == good.count)
+        let bad: [[UInt8]] = [
+            hex("01 20 00 00  00000000  00000004  00000000"),  // message on channel 0
+            hex("01 20 04 00  00000001  00000004  00000000"),  // unknown flag
+            hex("01 20 03 00  00000001  0000000D  00000000 0000000000000002 AA"),  // first+last, 1 byte of 2
+            hex("01 20 01 00  00000001  0000000D  00000000 0000000000000000 AA"),  // first, more than the total
+            hex("01 20 01 00  00000001  0000000C  00000000 FFFFFFFFFFFFFFFF"),  // total over the limit
+            hex("01 20 00 00  00000001  00000002  0000"),  // too short for its id
+        ]
+        for bytes in bad {
+            let expected = Self.plain([stream + bytes])
+            guard case .failure = expected.last else {
+                Issue.record("expected a failure for \(bytes)")
+                continue
+            }
+            #expect(Self.lendingMessages(stream + bytes) == expected)
+        }
+    }
+
     @Test func badHeadersFailAsTheyDoWithoutCutThrough() throws {
         let good = try FrameEncoder().encode(.channelData(channel: 1, bytes: [1, 2, 3]))
         let cases: [[UInt8]] = [

@@ -312,13 +312,18 @@ final class ConnectionCore {
     /// Handles every whole frame in the decoder.
     private func decodeBuffered(now: IOInstant) throws(ConnectionError) {
         while phase != .closed && !finished {
-            // Stream bytes go from the decoder's buffer to the reader's without a frame in between.
-            if phase != .hello,
-                try decoder.nextChannelData({ channel, bytes throws(ConnectionError) in
+            // Stream bytes and message fragments go from the decoder's buffer on without a frame in between.
+            if phase != .hello {
+                if try decoder.nextChannelData({ channel, bytes throws(ConnectionError) in
                     try handleData(channel: channel, bytes)
-                })
-            {
-                continue
+                }) {
+                    continue
+                }
+                if try decoder.nextMessageFragment({ channel, id, total, isLast, bytes throws(ConnectionError) in
+                    try handleFragment(channel: channel, id: id, totalLength: total, isLast: isLast, bytes)
+                }) {
+                    continue
+                }
             }
             let frame: Frame?
             do {
@@ -813,11 +818,7 @@ final class ConnectionCore {
             } catch {
                 throw ConnectionError(code: .protocolViolation, reason: "bad message fragment: \(error)")
             }
-            returnMessageCredit(channel: channel, count: count)
-            if let message {
-                unreadBytes += message.count
-                events.append(.message(channel: channel, bytes: message))
-            }
+            acceptedFragment(channel: channel, count: count, message: message)
         case .channelClose(let channel):
             if channels[channel] == nil && isForgotten(channel) { return }  // crossed our reset
             guard var state = channels[channel], state.remoteOpen else {
@@ -858,6 +859,32 @@ final class ConnectionCore {
     }
 
     /// Accounts a flow-controlled frame; false when it belongs to a channel this side already forgot.
+    /// A message fragment lent from the decoder's buffer (``FrameDecoder/nextMessageFragment(_:)``): the same
+    /// as handling its decoded frame, without the fragment's array.
+    private func handleFragment(
+        channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, _ bytes: UnsafeRawBufferPointer
+    ) throws(ConnectionError) {
+        let count = bytes.count + (totalLength != nil ? 12 : 4)
+        guard try acceptFlowControlled(channel: channel, count: count, kind: .message) else { return }
+        let message: [UInt8]?
+        do {
+            message = try reassembler.receive(
+                id: id, totalLength: totalLength, isLast: isLast, bytes, channel: channel)
+        } catch {
+            throw ConnectionError(code: .protocolViolation, reason: "bad message fragment: \(error)")
+        }
+        acceptedFragment(channel: channel, count: count, message: message)
+    }
+
+    /// Returns a reassembled fragment's credit and hands over the message it completed.
+    private func acceptedFragment(channel: UInt32, count: Int, message: [UInt8]?) {
+        returnMessageCredit(channel: channel, count: count)
+        if let message {
+            unreadBytes += message.count
+            events.append(.message(channel: channel, bytes: message))
+        }
+    }
+
     /// Bytes on a stream channel: counted against its window, then handed to its reader's buffer.
     private func handleData(channel: UInt32, _ bytes: UnsafeRawBufferPointer) throws(ConnectionError) {
         guard try acceptFlowControlled(channel: channel, count: bytes.count, kind: .stream) else { return }

@@ -116,6 +116,56 @@ public struct FrameDecoder: Sendable {
         return true
     }
 
+    /// If the next frame is a whole, valid `message` frame, lends its fields and fragment data to `body`
+    /// (straight from the buffer, no array made) and consumes it; otherwise does nothing, and ``next()`` decodes
+    /// (or refuses) whatever comes next.
+    /// - Returns: Whether a frame was handed to `body`.
+    mutating func nextMessageFragment<E: Error>(
+        _ body: (_ channel: UInt32, _ id: UInt32, _ totalLength: UInt64?, _ isLast: Bool, UnsafeRawBufferPointer)
+            throws(E) -> Void
+    ) throws(E) -> Bool {
+        guard failure == nil, bufferedByteCount >= Frame.headerLength,
+            buffer[readIndex + 1] == FrameType.message.rawValue
+        else { return false }
+        let h = readIndex
+        let flags = buffer[h + 2]
+        let channel = buffer.readBigEndianUInt32(at: h + 4)
+        let length = Int(buffer.readBigEndianUInt32(at: h + 8))
+        let start = h + Frame.headerLength
+        guard buffer[h] == Frame.headerVersion, buffer[h + 3] == 0, channel != 0,
+            flags & ~(Frame.MessageFlags.first | Frame.MessageFlags.last) == 0, length <= limits.maximumPayloadLength,
+            start + length <= buffer.count
+        else { return false }
+        let end = start + length
+        let fields: (id: UInt32, totalLength: UInt64?, isLast: Bool)
+        let dataStart: Int
+        do {
+            // The reader shares the buffer: it must be gone before the buffer changes, or the change copies it.
+            var reader = PayloadReader(bytes: buffer, type: .message, offset: start, end: end)
+            guard let read = try? reader.readMessageFields(flags: flags, limits: limits) else { return false }
+            fields = read
+            dataStart = reader.offset
+        }
+        // A Result, not a typed-throws closure: those crash the compiler when passed to `withUnsafeBytes`.
+        let outcome = buffer.withUnsafeBytes { bytes -> Result<Void, E> in
+            do throws(E) {
+                return .success(
+                    try body(
+                        channel, fields.id, fields.totalLength, fields.isLast,
+                        UnsafeRawBufferPointer(rebasing: bytes[dataStart..<end])))
+            } catch {
+                return .failure(error)
+            }
+        }
+        try outcome.get()
+        readIndex = end
+        if readIndex == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            readIndex = 0
+        }
+        return true
+    }
+
     // MARK: - Cut-through for stream data
 
     /// Takes the next frame's header if it is a valid `channelData` header, from `input` or from the buffer
@@ -336,22 +386,7 @@ private struct PayloadReader {
             }
             frame = .windowUpdate(channel: channel, increment: increment)
         default:  // .message
-            let id = try readUInt32()
-            let isLast = flags & Frame.MessageFlags.last != 0
-            var total: UInt64?
-            if flags & Frame.MessageFlags.first != 0 {
-                let length = try readUInt64()
-                guard length <= limits.maximumMessageLength else {
-                    throw .messageTooLarge(length: length, limit: limits.maximumMessageLength)
-                }
-                let fragmentLength = UInt64(end - offset)
-                guard fragmentLength <= length, !isLast || fragmentLength == length else {
-                    throw .malformed(
-                        type: type,
-                        reason: "first fragment of \(fragmentLength) bytes contradicts total length \(length)")
-                }
-                total = length
-            }
+            let (id, total, isLast) = try readMessageFields(flags: flags, limits: limits)
             frame = .message(
                 channel: channel,
                 fragment: Frame.MessageFragment(id: id, totalLength: total, isLast: isLast, bytes: readRest()))
@@ -360,6 +395,26 @@ private struct PayloadReader {
             throw .malformed(type: type, reason: "\(end - offset) byte(s) after the last field")
         }
         return frame
+    }
+
+    /// Reads a message frame's fields before its data (id, and the total length on a first fragment) and checks
+    /// them; `offset` is then at the fragment's data.
+    mutating func readMessageFields(flags: UInt8, limits: FrameLimits) throws(FrameDecodingError)
+        -> (id: UInt32, totalLength: UInt64?, isLast: Bool)
+    {
+        let id = try readUInt32()
+        let isLast = flags & Frame.MessageFlags.last != 0
+        guard flags & Frame.MessageFlags.first != 0 else { return (id, nil, isLast) }
+        let length = try readUInt64()
+        guard length <= limits.maximumMessageLength else {
+            throw .messageTooLarge(length: length, limit: limits.maximumMessageLength)
+        }
+        let fragmentLength = UInt64(end - offset)
+        guard fragmentLength <= length, !isLast || fragmentLength == length else {
+            throw .malformed(
+                type: type, reason: "first fragment of \(fragmentLength) bytes contradicts total length \(length)")
+        }
+        return (id, length, isLast)
     }
 
     @inline(__always) mutating func need(_ count: Int) throws(FrameDecodingError) {

@@ -65,14 +65,41 @@ public struct MessageReassembler: Sendable {
     public mutating func receive(_ fragment: Frame.MessageFragment, channel: UInt32) throws(MessageReassemblyError)
         -> [UInt8]?
     {
-        let key = Key(channel: channel, id: fragment.id)
-        var partial: Partial
-        if let declared = fragment.totalLength {
-            guard partials[key] == nil else {
-                drop(key)
-                throw .duplicateStart(channel: channel, id: fragment.id)
+        if fragment.isFirst && fragment.isLast {
+            // A message sent whole keeps its array (the decoder checked its length).
+            try checkNewStart(channel: channel, id: fragment.id)
+            return fragment.bytes
+        }
+        let outcome = fragment.bytes.withUnsafeBytes { bytes -> Result<[UInt8]?, MessageReassemblyError> in
+            do throws(MessageReassemblyError) {
+                return .success(
+                    try receive(
+                        id: fragment.id, totalLength: fragment.totalLength, isLast: fragment.isLast, bytes,
+                        channel: channel))
+            } catch {
+                return .failure(error)
             }
-            if fragment.isLast { return fragment.bytes }  // the decoder checked its length
+        }
+        return try outcome.get()
+    }
+
+    /// Adds one fragment whose data is lent (the connection passes it straight from its receive buffer).
+    /// - Parameters:
+    ///   - id: The message id.
+    ///   - totalLength: The message's length, on its first fragment only.
+    ///   - isLast: Whether this is the message's last fragment.
+    ///   - bytes: The fragment's data, copied before this returns.
+    ///   - channel: The frame's channel.
+    /// - Returns: The whole message when this was its last fragment, else `nil`.
+    /// - Throws: ``MessageReassemblyError``; the message in question is dropped.
+    public mutating func receive(
+        id: UInt32, totalLength: UInt64?, isLast: Bool, _ bytes: UnsafeRawBufferPointer, channel: UInt32
+    ) throws(MessageReassemblyError) -> [UInt8]? {
+        let key = Key(channel: channel, id: id)
+        var partial: Partial
+        if let declared = totalLength {
+            try checkNewStart(channel: channel, id: id)
+            if isLast { return Array(bytes) }  // the decoder checked its length
             guard partials.count < limits.maximumMessages, declared <= limits.maximumBufferedBytes - declaredBytes
             else {
                 throw .tooMuchInFlight(messages: partials.count + 1, bytes: declaredBytes + declared)
@@ -80,22 +107,31 @@ public struct MessageReassembler: Sendable {
             declaredBytes += declared
             partial = Partial(declared: declared, bytes: [])
         } else {
-            guard let existing = partials[key] else { throw .fragmentWithoutStart(channel: channel, id: fragment.id) }
+            guard let existing = partials[key] else { throw .fragmentWithoutStart(channel: channel, id: id) }
             partial = existing
         }
         partials[key] = nil  // so appending does not copy the buffer
-        let received = UInt64(partial.bytes.count) + UInt64(fragment.bytes.count)
-        guard received <= partial.declared, !fragment.isLast || received == partial.declared else {
+        let received = UInt64(partial.bytes.count) + UInt64(bytes.count)
+        guard received <= partial.declared, !isLast || received == partial.declared else {
             declaredBytes -= partial.declared
-            throw .lengthMismatch(channel: channel, id: fragment.id, declared: partial.declared, received: received)
+            throw .lengthMismatch(channel: channel, id: id, declared: partial.declared, received: received)
         }
-        partial.bytes.append(contentsOf: fragment.bytes)
-        if fragment.isLast {
+        partial.bytes.append(contentsOf: bytes)
+        if isLast {
             declaredBytes -= partial.declared
             return partial.bytes
         }
         partials[key] = partial
         return nil
+    }
+
+    /// Refuses a first fragment for a message already started (and drops that message).
+    private mutating func checkNewStart(channel: UInt32, id: UInt32) throws(MessageReassemblyError) {
+        let key = Key(channel: channel, id: id)
+        guard partials[key] == nil else {
+            drop(key)
+            throw .duplicateStart(channel: channel, id: id)
+        }
     }
 
     /// Drops the partial messages of a channel that was closed or reset.
