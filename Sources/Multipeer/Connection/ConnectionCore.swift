@@ -177,14 +177,9 @@ final class ConnectionCore {
                 try handlePreamble(preambleInput[0..<Preamble.length])
                 preambleInput = []
                 guard phase != .closed, let record else { return }
-                let fed = rest.withUnsafeBytes { rest -> Result<Void, ConnectionError> in
-                    do throws(ConnectionError) {
-                        return .success(try record.receivedFromNetwork(rest, into: &decoder))
-                    } catch {
-                        return .failure(error)
-                    }
+                try rest.withUnsafeBytesTyped { rest throws(ConnectionError) in
+                    try record.receivedFromNetwork(rest, into: &decoder)
                 }
-                try fed.get()
             } else if phase == .established || phase == .closing, isPlaintext {
                 try receivePlaintext(bytes, now: now)
                 return
@@ -801,14 +796,7 @@ final class ConnectionCore {
         case .channelOpen(let channel, let kind, let name, let initialWindow):
             try handleChannelOpen(channel: channel, kind: kind, name: name, initialWindow: initialWindow)
         case .channelData(let channel, let bytes):
-            let outcome = bytes.withUnsafeBytes { bytes -> Result<Void, ConnectionError> in
-                do throws(ConnectionError) {
-                    return .success(try handleData(channel: channel, bytes))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            try outcome.get()
+            try bytes.withUnsafeBytesTyped { bytes throws(ConnectionError) in try handleData(channel: channel, bytes) }
         case .message(let channel, let fragment):
             let count = fragment.bytes.count + (fragment.isFirst ? 12 : 4)
             guard try acceptFlowControlled(channel: channel, count: count, kind: .message) else { return }

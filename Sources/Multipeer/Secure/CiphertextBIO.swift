@@ -53,14 +53,9 @@ final class CiphertextBuffers {
     func consumeIncoming<E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> Int) throws(E) {
         guard incomingByteCount > 0 else { return }
         let offset = incomingOffset
-        let result = incoming.withUnsafeBytes { bytes -> Result<Int, E> in
-            do throws(E) {
-                return .success(try body(UnsafeRawBufferPointer(rebasing: bytes[offset...])))
-            } catch {
-                return .failure(error)
-            }
+        incomingOffset += try incoming.withUnsafeBytesTyped { bytes throws(E) in
+            try body(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
         }
-        incomingOffset += try result.get()
         if incomingOffset == incoming.count {
             incoming.removeAll(keepingCapacity: true)
             incomingOffset = 0

@@ -27,15 +27,13 @@ public enum RecordFuzzHarness {
         let header = 4
         let plaintext = Array(bytes.dropFirst(header))
         var sealed: [UInt8] = []
-        let sealing = plaintext.withUnsafeBytes { content -> Result<Void, ConnectionError> in
-            do throws(ConnectionError) {
-                return .success(
-                    try sender.seal(content, contentType: TLSRecordProtection.applicationDataType, into: &sealed))
-            } catch {
-                return .failure(error)
+        do throws(ConnectionError) {
+            try plaintext.withUnsafeBytesTyped { content throws(ConnectionError) in
+                try sender.seal(content, contentType: TLSRecordProtection.applicationDataType, into: &sealed)
             }
+        } catch {
+            fatalError("sealing \(plaintext.count) bytes failed: \(error)")
         }
-        if case .failure(let error) = sealing { fatalError("sealing \(plaintext.count) bytes failed: \(error)") }
         let tamper = bytes.count >= header && bytes[1] != 0
         if tamper {
             let position = (Int(bytes[2]) << 8 | Int(bytes[3])) % sealed.count

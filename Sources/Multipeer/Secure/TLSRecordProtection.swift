@@ -155,14 +155,9 @@ final class TLSRecordProtection {
         let interval = keyUpdateInterval
         keyUpdateInterval = .max
         defer { keyUpdateInterval = interval }
-        let result = message.withUnsafeBytes { bytes -> Result<Void, ConnectionError> in
-            do throws(ConnectionError) {
-                return .success(try seal(bytes, contentType: Self.handshakeType, into: &output))
-            } catch {
-                return .failure(error)
-            }
+        try message.withUnsafeBytesTyped { bytes throws(ConnectionError) in
+            try seal(bytes, contentType: Self.handshakeType, into: &output)
         }
-        try result.get()
         try sealing.update()
         sealSequence = 0
     }
@@ -170,14 +165,9 @@ final class TLSRecordProtection {
     /// Appends an alert record (level 1 warning, 2 fatal; description 0 is close_notify) to `output`.
     func sealAlert(level: UInt8, description: UInt8, into output: inout [UInt8]) throws(ConnectionError) {
         let alert: [UInt8] = [level, description]
-        let result = alert.withUnsafeBytes { bytes -> Result<Void, ConnectionError> in
-            do throws(ConnectionError) {
-                return .success(try seal(bytes, contentType: Self.alertType, into: &output))
-            } catch {
-                return .failure(error)
-            }
+        try alert.withUnsafeBytesTyped { bytes throws(ConnectionError) in
+            try seal(bytes, contentType: Self.alertType, into: &output)
         }
-        try result.get()
     }
 
     /// The length of the record starting at `header` (its 5 header bytes), checked; the caller waits until

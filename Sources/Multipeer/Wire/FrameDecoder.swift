@@ -93,26 +93,17 @@ public struct FrameDecoder: Sendable {
         guard failure == nil, bufferedByteCount >= Frame.headerLength,
             buffer[readIndex + 1] == FrameType.channelData.rawValue
         else { return false }
-        let h = readIndex
-        // A Result, not a typed-throws closure: those crash the compiler when passed to `withUnsafeBytes`.
-        let outcome = buffer.withUnsafeBytes { bytes -> Result<Bool, E> in
-            guard let (channel, length) = channelDataHeader(UnsafeRawBufferPointer(rebasing: bytes[h...])),
-                h + Frame.headerLength + length <= bytes.count
-            else { return .success(false) }
-            let start = h + Frame.headerLength
-            do throws(E) {
-                try body(channel, UnsafeRawBufferPointer(rebasing: bytes[start..<start + length]))
-            } catch {
-                return .failure(error)
-            }
-            readIndex = start + length
-            return .success(true)
+        let start = readIndex + Frame.headerLength
+        guard
+            let (channel, length) = buffer.withUnsafeBytes({
+                channelDataHeader(UnsafeRawBufferPointer(rebasing: $0[readIndex...]))
+            }),
+            start + length <= buffer.count
+        else { return false }
+        try buffer.withUnsafeBytesTyped { bytes throws(E) in
+            try body(channel, UnsafeRawBufferPointer(rebasing: bytes[start..<start + length]))
         }
-        guard try outcome.get() else { return false }
-        if readIndex == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            readIndex = 0
-        }
+        consume(through: start + length)
         return true
     }
 
@@ -146,24 +137,22 @@ public struct FrameDecoder: Sendable {
             fields = read
             dataStart = reader.offset
         }
-        // A Result, not a typed-throws closure: those crash the compiler when passed to `withUnsafeBytes`.
-        let outcome = buffer.withUnsafeBytes { bytes -> Result<Void, E> in
-            do throws(E) {
-                return .success(
-                    try body(
-                        channel, fields.id, fields.totalLength, fields.isLast,
-                        UnsafeRawBufferPointer(rebasing: bytes[dataStart..<end])))
-            } catch {
-                return .failure(error)
-            }
+        try buffer.withUnsafeBytesTyped { bytes throws(E) in
+            try body(
+                channel, fields.id, fields.totalLength, fields.isLast,
+                UnsafeRawBufferPointer(rebasing: bytes[dataStart..<end]))
         }
-        try outcome.get()
+        consume(through: end)
+        return true
+    }
+
+    /// Marks the buffer as decoded up to `end` (a frame's end), emptying it when nothing is left.
+    private mutating func consume(through end: Int) {
         readIndex = end
         if readIndex == buffer.count {
             buffer.removeAll(keepingCapacity: true)
             readIndex = 0
         }
-        return true
     }
 
     // MARK: - Cut-through for stream data
@@ -281,11 +270,7 @@ public struct FrameDecoder: Sendable {
             var reader = PayloadReader(bytes: buffer, type: type, offset: start, end: end)
             frame = try reader.readFrame(flags: flags, channel: channel, limits: limits)
         }
-        readIndex = end
-        if readIndex == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            readIndex = 0
-        }
+        consume(through: end)
         return frame
     }
 }

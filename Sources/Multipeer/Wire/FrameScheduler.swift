@@ -321,37 +321,25 @@ public struct FrameScheduler: Sendable {
             return (EncodedFrame(type: frame.type, channel: frame.channel, dataBytes: data), [])
         case .data(let channel, let data, let range):
             let gather = range.count >= threshold
-            try Self.lending(data, range) { data throws(FrameEncodingError) in
-                try encoder.encodeChannelData(channel: channel, data, into: &bytes, payloadFollows: gather)
+            // Lent as raw bytes: unlike a slice, no reference count change on an array the sending thread may
+            // be using at the same time.
+            try data.withUnsafeBytesTyped { all throws(FrameEncodingError) in
+                try encoder.encodeChannelData(
+                    channel: channel, UnsafeRawBufferPointer(rebasing: all[range]), into: &bytes,
+                    payloadFollows: gather)
             }
             return (
                 EncodedFrame(type: .channelData, channel: channel, dataBytes: range.count), gather ? data[range] : []
             )
         case .fragment(let channel, let id, let total, let isLast, let data, let range):
             let gather = range.count >= threshold
-            try Self.lending(data, range) { data throws(FrameEncodingError) in
+            try data.withUnsafeBytesTyped { all throws(FrameEncodingError) in
                 try encoder.encodeMessageFragment(
-                    channel: channel, id: id, totalLength: total, isLast: isLast, data, into: &bytes,
-                    payloadFollows: gather)
+                    channel: channel, id: id, totalLength: total, isLast: isLast,
+                    UnsafeRawBufferPointer(rebasing: all[range]), into: &bytes, payloadFollows: gather)
             }
             return (EncodedFrame(type: .message, channel: channel, dataBytes: range.count), gather ? data[range] : [])
         }
-    }
-
-    /// Lends `range` of `array` to `body` as raw bytes: unlike a slice, no reference count change on an array
-    /// the sending thread may be using at the same time.
-    private static func lending(
-        _ array: [UInt8], _ range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws(FrameEncodingError) -> Void
-    ) throws(FrameEncodingError) {
-        // A Result, not a typed-throws closure: those crash the compiler when passed to `withUnsafeBytes`.
-        let outcome = array.withUnsafeBytes { all -> Result<Void, FrameEncodingError> in
-            do throws(FrameEncodingError) {
-                return .success(try body(UnsafeRawBufferPointer(rebasing: all[range])))
-            } catch {
-                return .failure(error)
-            }
-        }
-        try outcome.get()
     }
 
     private mutating func nextPiece(flow: inout FlowController) -> Piece? {

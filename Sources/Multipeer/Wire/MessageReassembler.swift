@@ -70,17 +70,10 @@ public struct MessageReassembler: Sendable {
             try checkNewStart(channel: channel, id: fragment.id)
             return fragment.bytes
         }
-        let outcome = fragment.bytes.withUnsafeBytes { bytes -> Result<[UInt8]?, MessageReassemblyError> in
-            do throws(MessageReassemblyError) {
-                return .success(
-                    try receive(
-                        id: fragment.id, totalLength: fragment.totalLength, isLast: fragment.isLast, bytes,
-                        channel: channel))
-            } catch {
-                return .failure(error)
-            }
+        return try fragment.bytes.withUnsafeBytesTyped { bytes throws(MessageReassemblyError) in
+            try receive(
+                id: fragment.id, totalLength: fragment.totalLength, isLast: fragment.isLast, bytes, channel: channel)
         }
-        return try outcome.get()
     }
 
     /// Adds one fragment whose data is lent (the connection passes it straight from its receive buffer).
