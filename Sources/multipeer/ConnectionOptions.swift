@@ -69,15 +69,23 @@ struct ConnectionOptions {
         return SocketAddress(ip, port: number)
     }
 
+    /// `NAME FINGERPRINT authenticated PROTECTION code NNNNNN`; on plaintext the fingerprint is shown as
+    /// `unproven:FINGERPRINT` (only a claim), the word is `unauthenticated` and the code `none`.
     static func describe(_ peer: ConnectedPeer) -> String {
-        "\(peer.displayName) \(peer.fingerprint) \(peer.isAuthenticated ? "authenticated" : "unauthenticated") "
-            + peer.protection
+        let identity = peer.fingerprint.map { "\($0)" } ?? "unproven:\(peer.claimedFingerprint)"
+        let code = peer.verificationCode.map { "\($0)" } ?? "none"
+        return "\(peer.displayName) \(identity) \(peer.isAuthenticated ? "authenticated" : "unauthenticated") "
+            + "\(peer.protection) code \(code)"
     }
 
-    /// `closed CODE: reason`, with the code's case name first so scripts can match it.
+    /// The peer's identity for a `closed` line: its proven fingerprint, or `unproven:CLAIM`.
+    static func identity(_ peer: ConnectedPeer) -> String {
+        peer.fingerprint.map { "\($0)" } ?? "unproven:\(peer.claimedFingerprint)"
+    }
+
+    /// `CODE CODE(VALUES): reason`, with the code's case name first so scripts can match it.
     static func describe(_ error: ConnectionError) -> String {
-        "\(error.code)".split(separator: "(").first.map(String.init).map { "\($0) \(error.code): \(error.reason)" }
-            ?? error.reason
+        "\(error.name) \(error.code): \(error.reason)"
     }
 }
 
@@ -110,8 +118,10 @@ struct ListenCommand {
                 Output.line("refused \(ConnectionOptions.describe(failure))")
             }
         }
+        // A discarding task group: each connection's task is freed (with the connection) when it ends, so a
+        // listener serving connections for days holds only the open ones.
         let acceptor = Task {
-            await withTaskGroup(of: Void.self) { group in
+            await withDiscardingTaskGroup { group in
                 for await connection in listener.connections {
                     Output.line("connected \(ConnectionOptions.describe(connection.peer))")
                     group.addTask {
@@ -119,7 +129,9 @@ struct ListenCommand {
                             try? await connection.send(message)
                         }
                         let reason = await connection.closed()
-                        Output.line("closed \(connection.peer.fingerprint) \(ConnectionOptions.describe(reason))")
+                        Output.line(
+                            "closed \(ConnectionOptions.identity(connection.peer)) \(ConnectionOptions.describe(reason))"
+                        )
                     }
                 }
             }

@@ -108,7 +108,7 @@ struct DemoCommand {
         let connection = try await PeerConnection.connect(
             to: destination, expecting: fingerprint, configuration: ConnectionConfiguration(identity: carol),
             loop: loop)
-        let code = VerificationCode.between(carol.fingerprint, connection.peer.fingerprint)
+        let code = connection.verificationCode.map { "\($0)" } ?? "none"
         Output.line(stamp() + "connected: \(connection.peer); verification code \(code)")
         try await connection.send(Array("hello from Carol".utf8))
         var replies = connection.messages.makeAsyncIterator()

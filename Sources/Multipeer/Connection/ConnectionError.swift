@@ -18,6 +18,9 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         case groupSecretMismatch
         /// The two sides' encryption preferences exclude each other (`.required` against `.none`).
         case encryptionMismatch(local: EncryptionPreference, remote: EncryptionPreference)
+        /// This side needs TLS for this connection, because it expects a particular peer (only TLS proves an
+        /// identity) or has a group secret, and plaintext was offered or chosen.
+        case plaintextRefused
         /// The peer speaks a protocol (or preamble) version this implementation does not.
         case unsupportedVersion(major: UInt8)
         /// The peer is not a swift-multipeer peer: its first bytes were not the protocol's preamble.
@@ -36,8 +39,16 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         case connectionLost
         /// The TCP connection could not be made or broke; `errno` is the system's error number.
         case socket(call: String, errno: Int32)
-        /// The acceptor already has its maximum number of handshakes in progress.
+        /// The acceptor already has its maximum number of handshakes in progress (in all, or from this host).
         case tooManyPendingHandshakes
+        /// The acceptor already has its maximum number of connections.
+        case tooManyConnections
+        /// A message is longer than the peer accepts (`limit`, from its hello); send it as a stream instead.
+        case messageTooLarge(length: Int, limit: Int)
+        /// `trySend` found `limit` bytes already waiting to be sent: the peer is behind.
+        case sendBufferFull(limit: Int)
+        /// The peer made this side reach one of its bounds (for example on queued session messages).
+        case resourceLimit
         /// This side closed the connection.
         case closedLocally
         /// A configuration value breaks a rule (for example a group secret shorter than 32 bytes).
@@ -48,6 +59,8 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
 
     /// The kind of failure.
     public let code: Code
+    /// Every attempt's failure when a dial tried several addresses; empty otherwise.
+    public var attempts: [ConnectionError] = []
     /// A sentence explaining what failed and why, for people.
     public let reason: String
     /// The source file in this library that raised the error.
@@ -69,8 +82,43 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         self.line = line
     }
 
+    /// The code's case name (such as `identityMismatch`), for scripts and logs that match on the kind of
+    /// failure.
+    public var name: String { code.name }
+
     /// The reason, followed by where the error was raised.
     public var description: String {
         "ConnectionError.\(code): \(reason) (\(file):\(line))"
+    }
+}
+
+extension ConnectionError.Code {
+    /// The case name, without its values (such as `identityMismatch` or `closedByPeer`).
+    public var name: String {
+        switch self {
+        case .identityMismatch: "identityMismatch"
+        case .handshakeTimedOut: "handshakeTimedOut"
+        case .handshakeFailed: "handshakeFailed"
+        case .groupSecretMismatch: "groupSecretMismatch"
+        case .encryptionMismatch: "encryptionMismatch"
+        case .plaintextRefused: "plaintextRefused"
+        case .unsupportedVersion: "unsupportedVersion"
+        case .notAPeer: "notAPeer"
+        case .protocolViolation: "protocolViolation"
+        case .flowControlViolation: "flowControlViolation"
+        case .peerWentSilent: "peerWentSilent"
+        case .closedByPeer: "closedByPeer"
+        case .peerReportedError: "peerReportedError"
+        case .connectionLost: "connectionLost"
+        case .socket: "socket"
+        case .tooManyPendingHandshakes: "tooManyPendingHandshakes"
+        case .tooManyConnections: "tooManyConnections"
+        case .messageTooLarge: "messageTooLarge"
+        case .sendBufferFull: "sendBufferFull"
+        case .resourceLimit: "resourceLimit"
+        case .closedLocally: "closedLocally"
+        case .invalidConfiguration: "invalidConfiguration"
+        case .internalFailure: "internalFailure"
+        }
     }
 }
