@@ -4,14 +4,13 @@ internal import MultipeerIO
 /// plaintext connection does with the frames that follow, fed arbitrary bytes from an unauthenticated peer.
 ///
 /// The properties: nothing crashes; a connection that ends reports exactly one reason, with text; a peer's
-/// bytes never make this side's output grow beyond a bound. Exposed as SPI for `mdns-fuzz` only.
-@_spi(Fuzzing)
-public enum HandshakeFuzzHarness {
+/// bytes never make this side's output grow beyond a bound. Package access, for `mdns-fuzz`.
+package enum HandshakeFuzzHarness {
     static let identity = try! PeerIdentity.generate(displayName: "fuzz")
 
     /// Runs one input against an acceptor and a dialer, with the default limits and with small ones (so the
     /// message-length and window checks are reached by short inputs); traps on a broken property.
-    public static func check(_ bytes: [UInt8]) {
+    package static func check(_ bytes: [UInt8]) {
         let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
         for role in [ConnectionCore.Role.acceptor, .dialer] {
             for small in [false, true] {
@@ -61,7 +60,7 @@ public enum HandshakeFuzzHarness {
     }
 
     /// Valid openings to start from: an offer, an answer, and an offer followed by a hello and frames.
-    public static func seeds() -> [[UInt8]] {
+    package static func seeds() -> [[UInt8]] {
         let encoder = FrameEncoder()
         let nonce = [UInt8](repeating: 3, count: Preamble.nonceLength)
         let offer = Preamble(kind: .offer, preference: .none, outcome: .none, nonce: nonce).bytes
