@@ -248,6 +248,87 @@ struct PeerConnectionTests {
         }
     }
 
+    @Test func sessionMessagesArriveInOrderAheadOfBulkData() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        // 8 MiB of messages nobody reads fill the acceptor's message window; session messages still get through.
+        let filler = Task {
+            for _ in 0..<32 { try await dialer.send([UInt8](repeating: 1, count: 1 << 20)) }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        for kind in UInt16(1)...200 {
+            try dialer.sendSessionMessage(
+                SessionMessage(kind: kind, isCritical: kind % 2 == 0, body: [UInt8(kind % 256)]))
+        }
+        var received: [SessionMessage] = []
+        for await message in acceptor.sessionMessages {
+            received.append(message)
+            if received.count == 200 { break }
+        }
+        #expect(received.map(\.kind) == Array(1...200))
+        #expect(received.allSatisfy { $0.isCritical == ($0.kind % 2 == 0) && $0.body == [UInt8($0.kind % 256)] })
+        #expect(acceptor.driver.shared.unreadCount > 0)  // the bulk messages were still waiting behind them
+        filler.cancel()
+        dialer.abort()
+    }
+
+    @Test func aPeerFloodingSessionMessagesIsDisconnectedWithAReason() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        // Nobody on the acceptor reads them: beyond 256 waiting, the acceptor closes.
+        for index in 0..<300 {
+            guard (try? dialer.sendSessionMessage(SessionMessage(kind: 9, body: [UInt8(index % 256)]))) != nil else {
+                break
+            }
+        }
+        #expect(await acceptor.closed().code == .resourceLimit)
+        #expect(await dialer.closed().code == .peerReportedError(code: 7, text: await acceptor.closed().reason))
+    }
+
+    @Test func trySendFailsAtOnceWhenThePeerIsBehindAndSendRefusesWhatThePeerWillNotTake() async throws {
+        var acceptorConfiguration = TestPeers.configuration(TestPeers.bob, .required)
+        acceptorConfiguration.maximumMessageLength = 256 << 10
+        let peers = try await LoopbackPeers(acceptorConfiguration)
+        defer { peers.shutdown() }
+        var configuration = TestPeers.configuration(TestPeers.ada, .required)
+        configuration.sendBufferLimit = 512 << 10
+        let dialer = try await peers.connect(configuration, expecting: nil)
+        let acceptor = try await peers.accepted()
+        #expect(dialer.peer.maximumMessageLength == 256 << 10)
+        let tooLong = await #expect(throws: ConnectionError.self) {
+            try await dialer.send([UInt8](repeating: 0, count: (256 << 10) + 1))
+        }
+        #expect(tooLong?.code == .messageTooLarge(length: (256 << 10) + 1, limit: 256 << 10))
+        // The acceptor does not read: its window fills, then our send buffer, then trySend refuses at once.
+        var accepted = 0
+        var refusal: ConnectionError?
+        let started = ContinuousClock.now
+        while refusal == nil && ContinuousClock.now - started < .seconds(10) {
+            do {
+                try dialer.trySend([UInt8](repeating: 2, count: 64 << 10))
+                accepted += 1
+            } catch {
+                refusal = error
+                if error.code != .sendBufferFull(limit: 512 << 10) { break }
+            }
+            if accepted % 16 == 0 { await Task.yield() }
+        }
+        #expect(refusal?.code == .sendBufferFull(limit: 512 << 10))
+        #expect(accepted > 0)
+        // Once the acceptor reads, everything accepted arrives.
+        var count = 0
+        for await _ in acceptor.messages {
+            count += 1
+            if count == accepted { break }
+        }
+        #expect(count == accepted)
+        await dialer.close()
+    }
+
     @Test func plaintextConnectionsSendUnreliableMessagesReliably() async throws {
         let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .none))
         defer { peers.shutdown() }
