@@ -280,6 +280,31 @@ struct ConnectionCoreTests {
         #expect(CorePair.messages(in: pair.acceptorEvents).count > delivered)
     }
 
+    @Test func messagesOfAChannelThePeerClosedKeepTheirCreditUntilTaken() throws {
+        // Closing a message channel must not hand back the connection credit of messages still unread there, or a
+        // peer could open, fill and close message channels without end.
+        var configuration = TestPeers.configuration(TestPeers.bob)
+        configuration.connectionWindow = 512 << 10
+        configuration.maximumMessageLength = 32 << 10
+        let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: configuration)
+        pair.run()
+        var sent = 0
+        for _ in 0..<40 {
+            let channel = try pair.dialer.openChannel(kind: .message, name: "")
+            for _ in 0..<4 { try pair.dialer.sendMessage([UInt8](repeating: 4, count: 30 << 10), channel: channel) }
+            try pair.dialer.finishChannel(channel)
+            sent += 4
+            pair.run()
+        }
+        let delivered = CorePair.messages(in: pair.acceptorEvents).count
+        #expect(delivered < sent)
+        #expect(delivered * FlowController.messageCost(length: 30 << 10) <= 512 << 10)
+        #expect(pair.acceptor.receiveHeldBytes <= 512 << 10)
+        pair.acceptor.messagesTaken(delivered)
+        pair.run()
+        #expect(CorePair.messages(in: pair.acceptorEvents).count > delivered)
+    }
+
     @Test func emptyMessagesAreChargedSoAFloodOfThemIsBounded() throws {
         let pair = CorePair(
             dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))

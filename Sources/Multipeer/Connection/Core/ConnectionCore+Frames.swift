@@ -136,7 +136,7 @@ extension ConnectionCore {
         queuedBytes -= scheduler.removeChannel(channel)
         events.append(.channelGone(channel: channel))
         reassembler.removeChannel(channel)
-        for frame in flow.closeChannel(channel, held: delivered.heldByChannel[channel] ?? 0) {
+        for frame in flow.closeChannel(channel, held: delivered.held(by: channel)) {
             try? enqueueControl(frame)
         }
     }

@@ -53,7 +53,7 @@ extension ConnectionCore {
     /// What this side holds for the peer's data: the buffers of unfinished messages, the cost of messages
     /// delivered and not taken, and the memory of stream buffers. The windows bound it.
     var receiveHeldBytes: Int {
-        Int(reassembler.declaredBytes) + delivered.heldByChannel.values.reduce(0, +)
+        Int(reassembler.declaredBytes) + delivered.totalHeld
             + channels.entries.values.reduce(0) { $0 + ($1.inbound?.capacity ?? 0) }
     }
 }
