@@ -10,7 +10,8 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         /// The far side's certificate key is not the identity the dialer expected (from discovery).
         /// `actual` is nil when the far side presented no usable Ed25519 certificate.
         case identityMismatch(expected: PeerFingerprint, actual: PeerFingerprint?)
-        /// The preamble, TLS handshake and hello exchange did not finish within `limit`.
+        /// The preamble, TLS handshake and hello exchange did not finish within `limit`. For one attempt of a
+        /// dial to several addresses, `limit` is the dial's whole timeout, which passed before the attempt ended.
         case handshakeTimedOut(limit: Duration)
         /// The TLS handshake failed: a TLS alert, a protocol error, or a certificate OpenSSL refused.
         case handshakeFailed
@@ -23,7 +24,8 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         case plaintextRefused
         /// The peer speaks a protocol (or preamble) version this implementation does not.
         case unsupportedVersion(major: UInt8)
-        /// The peer is not a swift-multipeer peer: its first bytes were not the protocol's preamble.
+        /// The peer is not a swift-multipeer peer: its first bytes were not the protocol's preamble (or, dialing
+        /// a discovered service, its TXT record is not a ``PeerAdvertisement``).
         case notAPeer
         /// The peer broke the wire protocol: a malformed frame, or a frame out of place.
         case protocolViolation
@@ -55,6 +57,10 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         case invalidConfiguration
         /// A local resource limit or an OpenSSL failure unrelated to the peer.
         case internalFailure
+        /// No address of the peer led to a connection: ``ConnectionError/attempts`` says, address by address,
+        /// what each attempt ran into. A dial in which some address reached a peer that refused it for security
+        /// (wrong identity, group secret or encryption preference) reports that refusal's code instead.
+        case unreachable
     }
 
     /// The kind of failure.
@@ -67,17 +73,24 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
     public let file: String
     /// The line in `file` that raised the error.
     public let line: Int
+    /// For a dial to several addresses that failed: every attempt, in the order they were started, with the
+    /// address and why it failed. Empty for every other error.
+    public let attempts: [ConnectionAttempt]
 
     /// Creates an error.
     ///
     /// - Parameters:
     ///   - code: The kind of failure.
     ///   - reason: A sentence explaining it.
+    ///   - attempts: The failed attempts of a dial to several addresses, or none.
     ///   - file: The source file raising the error.
     ///   - line: The line raising the error.
-    public init(code: Code, reason: String, file: String = #fileID, line: Int = #line) {
+    public init(
+        code: Code, reason: String, attempts: [ConnectionAttempt] = [], file: String = #fileID, line: Int = #line
+    ) {
         self.code = code
         self.reason = reason
+        self.attempts = attempts
         self.file = file
         self.line = line
     }

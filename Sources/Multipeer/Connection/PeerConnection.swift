@@ -65,42 +65,50 @@ public final class PeerConnection: Sendable {
                 "expecting a particular peer needs TLS, which encryption .none refuses; use .optional or .required")
         }
         let contexts = TLSContexts.of(configuration.identity)
+        // Cancelling the waiting task closes the socket or aborts the handshake, whichever is under way.
+        let pending = PendingConnect(address: address)
         do {
-            return try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<PeerConnection, any Error>) in
-                let accepted = loop.execute {
-                    TCPConnection.connect(to: address, loop: loop) { result in
-                        switch result {
-                        case .failure(let error):
-                            continuation.resume(
-                                throwing: ConnectionError(
-                                    code: .socket(call: error.call, errno: error.errno),
-                                    reason: "could not connect to \(address): \(error)"))
-                        case .success(let socket):
-                            // Unreliable messages get a UDP endpoint of their own on the same local address.
-                            let endpoint =
-                                configuration.encryption.allowsEncryption
-                                ? try? DatagramEndpoint(
-                                    bindingTo: SocketAddress(socket.localAddress.address, port: 0), loop: loop)
-                                : nil
-                            let core = ConnectionCore(
-                                role: .dialer, configuration: configuration, expectedPeer: expecting,
-                                now: loop.clock.now(), datagramPort: endpoint?.localAddress.port,
-                                makeTLS: contexts.makeRecordLayer(expecting: expecting))
-                            let driver = ConnectionDriver(
-                                loop: loop, core: core, socket: socket, datagramEndpoint: endpoint,
-                                ownsDatagramEndpoint: true)
-                            let connection = PeerConnection.pending(driver: driver, remote: address)
-                            driver.onSetup = { result in
-                                continuation.resume(with: result.map(connection).mapError { $0 })
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation {
+                    (continuation: CheckedContinuation<PeerConnection, any Error>) in
+                    let accepted = loop.execute {
+                        guard pending.begin(continuation) else { return }
+                        pending.socket = TCPConnection.beginConnect(to: address, loop: loop) { result in
+                            switch result {
+                            case .failure(let error):
+                                pending.finish(
+                                    .failure(
+                                        ConnectionError(
+                                            code: .socket(call: error.call, errno: error.errno),
+                                            reason: "could not connect to \(address): \(error)")))
+                            case .success(let socket):
+                                // Unreliable messages get a UDP endpoint of their own on the same local address.
+                                let endpoint =
+                                    configuration.encryption.allowsEncryption
+                                    ? try? DatagramEndpoint(
+                                        bindingTo: SocketAddress(socket.localAddress.address, port: 0), loop: loop)
+                                    : nil
+                                let core = ConnectionCore(
+                                    role: .dialer, configuration: configuration, expectedPeer: expecting,
+                                    now: loop.clock.now(), datagramPort: endpoint?.localAddress.port,
+                                    makeTLS: contexts.makeRecordLayer(expecting: expecting))
+                                let driver = ConnectionDriver(
+                                    loop: loop, core: core, socket: socket, datagramEndpoint: endpoint,
+                                    ownsDatagramEndpoint: true)
+                                let connection = PeerConnection.pending(driver: driver, remote: address)
+                                pending.socket = nil
+                                pending.driver = driver
+                                driver.onSetup = { result in pending.finish(result.map(connection)) }
+                                driver.start()
                             }
-                            driver.start()
                         }
                     }
+                    if !accepted {
+                        continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the loop stopped"))
+                    }
                 }
-                if !accepted {
-                    continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the loop stopped"))
-                }
+            } onCancel: {
+                _ = loop.execute { pending.cancel() }
             }
         } catch {
             throw ConnectionError.wrapping(error)
