@@ -105,7 +105,7 @@ public final class TCPConnection: @unchecked Sendable {
     ///   - completion: Receives the open connection or the error, later, on the loop thread.
     /// - Returns: The connecting connection, or nil when the attempt failed at once (the completion still
     ///   reports why).
-    public static func beginConnect(
+    package static func beginConnect(
         to destination: SocketAddress, loop: EventLoop,
         completion: @escaping (Result<TCPConnection, SystemCallError>) -> Void
     ) -> TCPConnection? {

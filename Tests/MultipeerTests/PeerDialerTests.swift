@@ -6,29 +6,6 @@ import Testing
 
 @testable import Multipeer
 
-/// The result of a connect running in a task, readable without awaiting it, so a test can bound how long
-/// it waits for a connect that ignores cancellation instead of hanging with it.
-final class ConnectOutcome: Sendable {
-    let result = Mutex<Result<PeerConnection, ConnectionError>?>(nil)
-    var isDone: Bool { result.withLock { $0 != nil } }
-    var error: ConnectionError? {
-        result.withLock { if case .failure(let error) = $0 { error } else { nil } }
-    }
-
-    /// Starts `connect` in a task that records its result.
-    static func start(
-        _ connect: @escaping @Sendable () async throws(ConnectionError) -> PeerConnection
-    ) -> (ConnectOutcome, Task<Void, Never>) {
-        let outcome = ConnectOutcome()
-        let task = Task {
-            let result: Result<PeerConnection, ConnectionError>
-            do throws(ConnectionError) { result = .success(try await connect()) } catch { result = .failure(error) }
-            outcome.result.withLock { $0 = result }
-        }
-        return (outcome, task)
-    }
-}
-
 /// Dialing a peer's several addresses on real loopback sockets (127.0.0.1 and ::1 only).
 @Suite("Dialing a peer's addresses", .serialized)
 struct PeerDialerTests {
@@ -52,11 +29,12 @@ struct PeerDialerTests {
         try await Self.withBob { loop, listener in
             let closed = try RawListener.closedPort(Self.v4)
             let started = ContinuousClock.now
-            // A delay far longer than the test may take: only a refusal can start the second attempt this soon.
+            // A delay far longer than the test may take, even on a loaded machine: only the refusal can start
+            // the second attempt this soon.
             let connection = try await PeerConnection.connect(
                 to: [closed, listener.localAddress], expecting: TestPeers.bob.fingerprint, configuration: Self.ada,
-                dial: DialConfiguration(connectionAttemptDelay: .seconds(10)), loop: loop)
-            #expect(ContinuousClock.now - started < .seconds(5))
+                dial: DialConfiguration(connectionAttemptDelay: .seconds(60), timeout: .seconds(120)), loop: loop)
+            #expect(ContinuousClock.now - started < .seconds(30))
             #expect(connection.remoteAddress == listener.localAddress)
             #expect(connection.peer.fingerprint == TestPeers.bob.fingerprint && connection.peer.isAuthenticated)
             await connection.close()
@@ -165,7 +143,7 @@ struct PeerDialerTests {
             try await PeerConnection.connect(to: full.address, expecting: nil, configuration: Self.ada, loop: loop)
         }
         let connecting = await eventually { synSentSockets(to: full.address.port) == 1 }
-        try #require(connecting, "the connect never started")
+        try #require(connecting, "the connect never started: \(String(describing: outcome.error))")
         task.cancel()
         // Without cancellation support the connect would wait for the kernel's SYN retries, about two minutes.
         let ended = await eventually { outcome.isDone }
@@ -204,7 +182,7 @@ struct PeerDialerTests {
         let client = try await offPool { try silent.accept() }
         defer { close(client) }
         let connecting = await eventually { synSentSockets(to: full.address.port) == 1 }
-        try #require(connecting, "the second attempt never started")
+        try #require(connecting, "the second attempt never started: \(String(describing: outcome.error))")
         task.cancel()
         let ended = await eventually { outcome.isDone }
         try #require(ended, "the cancelled dial is still waiting")
@@ -220,88 +198,5 @@ struct PeerDialerTests {
         await #expect(throws: ConnectionError.self) {
             try await PeerConnection.connect(to: many, expecting: nil, configuration: Self.ada, loop: loop)
         }
-    }
-}
-
-/// Dialing what discovery found: addresses with their interfaces, the port from SRV, the identity from TXT.
-@Suite("Dialing a discovered peer", .serialized)
-struct DiscoveredPeerDialTests {
-    /// What a browser would report for Bob's listener: both loopback addresses, the given TXT record.
-    static func instance(port: UInt16, txt: [[UInt8]]) -> DiscoveredInstance {
-        DiscoveredInstance(
-            name: "Bob", fullName: try! DNSName("Bob._mp-test._tcp.local."),
-            hostName: try! DNSName("bob.local."), port: port, txt: txt,
-            addresses: [
-                DiscoveredAddress(address: .v4(.loopback), interfaceIndex: 1, interfaceName: "lo"),
-                DiscoveredAddress(address: .v6(.loopback), interfaceIndex: 1, interfaceName: "lo"),
-            ], links: [])
-    }
-
-    static func advertisement(_ fingerprint: PeerFingerprint, version: PeerAdvertisement.ProtocolVersion = .current)
-        throws -> [[UInt8]]
-    {
-        try PeerAdvertisement(
-            fingerprint: fingerprint, displayName: "Bob", protocolVersion: version, discoveryInfo: ["status": "ok"]
-        ).txtRecord.strings
-    }
-
-    @Test func theAdvertisedIdentityIsExpectedAndProven() async throws {
-        try await PeerDialerTests.withBob { loop, listener in
-            let port = listener.localAddress.port
-            let found = Self.instance(port: port, txt: try Self.advertisement(TestPeers.bob.fingerprint))
-            let connection = try await PeerConnection.connect(
-                to: found, configuration: PeerDialerTests.ada, loop: loop)
-            // ::1 was tried first and refused; 127.0.0.1 is Bob.
-            #expect(connection.remoteAddress == listener.localAddress)
-            #expect(connection.peer.fingerprint == TestPeers.bob.fingerprint)
-            await connection.close()
-            let impostor = Self.instance(port: port, txt: try Self.advertisement(TestPeers.eve.fingerprint))
-            do throws(ConnectionError) {
-                _ = try await PeerConnection.connect(to: impostor, configuration: PeerDialerTests.ada, loop: loop)
-                Issue.record("connected although the advertised identity is Eve's")
-            } catch {
-                #expect(
-                    error.code
-                        == .identityMismatch(expected: TestPeers.eve.fingerprint, actual: TestPeers.bob.fingerprint))
-            }
-        }
-    }
-
-    @Test func anAdvertisementWithoutTheReservedKeysOrOfAnotherMajorVersionIsNotDialled() async throws {
-        try await PeerDialerTests.withBob { loop, listener in
-            let port = listener.localAddress.port
-            let bare = Self.instance(port: port, txt: [Array("status=ok".utf8)])
-            await #expect(throws: ConnectionError.self) {
-                try await PeerConnection.connect(to: bare, configuration: PeerDialerTests.ada, loop: loop)
-            }
-            do throws(ConnectionError) {
-                _ = try await PeerConnection.connect(to: bare, configuration: PeerDialerTests.ada, loop: loop)
-            } catch {
-                #expect(error.code == .notAPeer && error.reason.contains("mp.id"))
-            }
-            let future = Self.instance(
-                port: port, txt: try Self.advertisement(TestPeers.bob.fingerprint, version: .init(major: 2, minor: 0)))
-            do throws(ConnectionError) {
-                _ = try await PeerConnection.connect(to: future, configuration: PeerDialerTests.ada, loop: loop)
-                Issue.record("dialled a peer of another major version")
-            } catch {
-                #expect(error.code == .unsupportedVersion(major: 2))
-            }
-            #expect(listener.statistics.accepted == 0)
-        }
-    }
-
-    @Test func linkLocalAddressesAreScopedToTheInterfaceTheyWereLearntOn() {
-        let discovered = [
-            DiscoveredAddress(address: IPAddress("fe80::1")!, interfaceIndex: 7, interfaceName: "eth0"),
-            DiscoveredAddress(address: IPAddress("fd00::1")!, interfaceIndex: 7, interfaceName: "eth0"),
-            DiscoveredAddress(address: IPAddress("192.0.2.1")!, interfaceIndex: 7, interfaceName: "eth0"),
-        ]
-        #expect(
-            PeerConnection.socketAddresses(discovered, port: 9) == [
-                SocketAddress(IPAddress("fe80::1")!, port: 9, scopeID: 7),
-                SocketAddress(IPAddress("fd00::1")!, port: 9),
-                SocketAddress(IPAddress("192.0.2.1")!, port: 9),
-            ])
     }
 }
