@@ -100,7 +100,7 @@ struct HappyEyeballsStateMachineTests {
 
     @Test(arguments: [
         ConnectionError.Code.identityMismatch(expected: TestPeers.bob.fingerprint, actual: TestPeers.eve.fingerprint),
-        .groupSecretMismatch, .encryptionMismatch(local: .required, remote: .none),
+        .groupSecretMismatch, .encryptionMismatch(local: .required, remote: .none), .plaintextRefused,
     ])
     func aSecurityRefusalIsTheDialsCodeNotHiddenAmongUnansweredAddresses(refusal: ConnectionError.Code) throws {
         let clock = ManualClock()

@@ -59,38 +59,32 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         case internalFailure
         /// No address of the peer led to a connection: ``ConnectionError/attempts`` says, address by address,
         /// what each attempt ran into. A dial in which some address reached a peer that refused it for security
-        /// (wrong identity, group secret or encryption preference) reports that refusal's code instead.
+        /// (wrong identity, group secret or encryption, plaintext refused) reports that refusal's code instead.
         case unreachable
     }
 
     /// The kind of failure.
     public let code: Code
-    /// Every attempt's failure when a dial tried several addresses; empty otherwise.
-    public var attempts: [ConnectionError] = []
+    /// When a dial to several addresses failed: every attempt, in the order they started, with its address and
+    /// why it failed. Empty for every other error.
+    public var attempts: [ConnectionAttempt] = []
     /// A sentence explaining what failed and why, for people.
     public let reason: String
     /// The source file in this library that raised the error.
     public let file: String
     /// The line in `file` that raised the error.
     public let line: Int
-    /// For a dial to several addresses that failed: every attempt, in the order they were started, with the
-    /// address and why it failed. Empty for every other error.
-    public let attempts: [ConnectionAttempt]
 
     /// Creates an error.
     ///
     /// - Parameters:
     ///   - code: The kind of failure.
     ///   - reason: A sentence explaining it.
-    ///   - attempts: The failed attempts of a dial to several addresses, or none.
     ///   - file: The source file raising the error.
     ///   - line: The line raising the error.
-    public init(
-        code: Code, reason: String, attempts: [ConnectionAttempt] = [], file: String = #fileID, line: Int = #line
-    ) {
+    public init(code: Code, reason: String, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.reason = reason
-        self.attempts = attempts
         self.file = file
         self.line = line
     }
@@ -132,6 +126,7 @@ extension ConnectionError.Code {
         case .closedLocally: "closedLocally"
         case .invalidConfiguration: "invalidConfiguration"
         case .internalFailure: "internalFailure"
+        case .unreachable: "unreachable"
         }
     }
 }

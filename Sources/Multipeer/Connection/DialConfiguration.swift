@@ -31,14 +31,12 @@ public struct DialConfiguration: Hashable, Sendable {
     /// - Throws: ``ConnectionError`` with code ``ConnectionError/Code/invalidConfiguration`` naming the rule.
     func validate() throws(ConnectionError) {
         guard connectionAttemptDelay >= Self.minimumConnectionAttemptDelay else {
-            throw ConnectionError(
-                code: .invalidConfiguration,
-                reason: "a connection attempt delay of \(connectionAttemptDelay) is below RFC 8305's minimum of "
+            throw ConnectionError.invalidConfiguration(
+                "a connection attempt delay of \(connectionAttemptDelay) is below RFC 8305's minimum of "
                     + "\(Self.minimumConnectionAttemptDelay)")
         }
         guard timeout > .zero else {
-            throw ConnectionError(
-                code: .invalidConfiguration, reason: "a dial timeout must be positive, not \(timeout)")
+            throw ConnectionError.invalidConfiguration("a dial timeout must be positive, not \(timeout)")
         }
     }
 }

@@ -148,7 +148,7 @@ struct HappyEyeballsStateMachine {
         guard !isFinished else { return [] }
         isFinished = true
         let actions = abandonPending()
-        return actions + [.fail(ConnectionError(code: .closedLocally, reason: "the dial was cancelled"))]
+        return actions + [.fail(.closedLocally("the dial was cancelled"))]
     }
 
     private mutating func startNext(now: IOInstant) -> Action {
@@ -181,8 +181,9 @@ struct HappyEyeballsStateMachine {
         return actions + [.fail(failure(timedOut: true))]
     }
 
-    /// The dial's error. A security refusal (the peer at some address proved another identity, or the two
-    /// sides disagree on the group secret or on encryption) is the error's code, so it is not lost among the
+    /// The dial's error. A security refusal (the peer at some address proved another identity, the two sides
+    /// disagree on the group secret or on encryption, or plaintext was offered where TLS is needed) is the
+    /// error's code, so it is not lost among the
     /// addresses that did not answer; otherwise the code is ``ConnectionError/Code/unreachable``. Either way
     /// ``ConnectionError/attempts`` lists every attempt.
     private func failure(timedOut: Bool) -> ConnectionError {
@@ -195,24 +196,28 @@ struct HappyEyeballsStateMachine {
         let untried = addresses[started...].map(\.description)
         var summary = failed.map(\.description).joined(separator: "; ")
         if !untried.isEmpty { summary += "; not tried: " + untried.joined(separator: ", ") }
+        var error: ConnectionError
         if let refused = failed.first(where: { $0.error.code.isSecurityRefusal }) {
-            return ConnectionError(
+            error = ConnectionError(
                 code: refused.error.code,
                 reason: "the peer at \(refused.address) failed a security check (\(refused.error.reason)); "
-                    + "all attempts: \(summary)", attempts: failed)
+                    + "all attempts: \(summary)")
+        } else {
+            let cause = timedOut ? "within the dial's limit of \(timeout)" : "at any of its addresses"
+            error = ConnectionError(code: .unreachable, reason: "no connection to the peer \(cause): \(summary)")
         }
-        let cause = timedOut ? "within the dial's limit of \(timeout)" : "at any of its addresses"
-        return ConnectionError(
-            code: .unreachable, reason: "no connection to the peer \(cause): \(summary)", attempts: failed)
+        error.attempts = failed
+        return error
     }
 }
 
 extension ConnectionError.Code {
     /// Whether the far side was reached and the connection refused because identities, group secrets or
-    /// encryption preferences did not fit: something a user must see, unlike an address that did not answer.
+    /// encryption preferences did not fit (or plaintext was offered where only TLS proves the peer): something
+    /// a user must see, unlike an address that did not answer.
     var isSecurityRefusal: Bool {
         switch self {
-        case .identityMismatch, .groupSecretMismatch, .encryptionMismatch: true
+        case .identityMismatch, .groupSecretMismatch, .encryptionMismatch, .plaintextRefused: true
         default: false
         }
     }

@@ -15,8 +15,8 @@ extension PeerConnection {
     /// When no attempt succeeds, the error's ``ConnectionError/attempts`` lists every attempt's address and
     /// failure. Its code is ``ConnectionError/Code/unreachable``, unless an attempt reached a peer and was
     /// refused for security (``ConnectionError/Code/identityMismatch(expected:actual:)``,
-    /// ``ConnectionError/Code/groupSecretMismatch``, ``ConnectionError/Code/encryptionMismatch(local:remote:)``):
-    /// then the code is that refusal's (the first, in the order the attempts started), so a security problem
+    /// ``ConnectionError/Code/groupSecretMismatch``, ``ConnectionError/Code/encryptionMismatch(local:remote:)``,
+    /// ``ConnectionError/Code/plaintextRefused``): then the code is that refusal's (the first, in the order the attempts started), so a security problem
     /// is never hidden among addresses that did not answer. Cancelling the calling task cancels every attempt.
     ///
     /// - Parameters:

@@ -46,9 +46,8 @@ final class PeerDialer: @unchecked Sendable {
     ) async throws(ConnectionError) -> PeerConnection {
         try dial.validate()
         guard addresses.count <= maximumAddresses else {
-            throw ConnectionError(
-                code: .invalidConfiguration,
-                reason: "\(addresses.count) addresses to dial; at most \(maximumAddresses) are tried for one peer")
+            throw ConnectionError.invalidConfiguration(
+                "\(addresses.count) addresses to dial; at most \(maximumAddresses) are tried for one peer")
         }
         let dialer = PeerDialer(
             addresses: addresses, expecting: expecting, configuration: configuration, dial: dial, loop: loop)
@@ -57,7 +56,7 @@ final class PeerDialer: @unchecked Sendable {
                 try await withCheckedThrowingContinuation {
                     (continuation: CheckedContinuation<PeerConnection, any Error>) in
                     if !loop.execute({ dialer.begin(continuation) }) {
-                        continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the loop stopped"))
+                        continuation.resume(throwing: ConnectionError.closedLocally("the loop stopped"))
                     }
                 }
             } onCancel: {
@@ -71,7 +70,7 @@ final class PeerDialer: @unchecked Sendable {
 
     private func begin(_ continuation: CheckedContinuation<PeerConnection, any Error>) {
         guard !cancelled else {
-            continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the dial was cancelled"))
+            continuation.resume(throwing: ConnectionError.closedLocally("the dial was cancelled"))
             return
         }
         self.continuation.withLock { $0 = continuation }
@@ -114,7 +113,7 @@ final class PeerDialer: @unchecked Sendable {
             }
             if !loop.execute({ self.attemptEnded(attempt, result) }) {
                 if case .success(let connection) = result { Self.closeUnwanted(connection) }
-                self.resume(.failure(ConnectionError(code: .closedLocally, reason: "the loop stopped")))
+                self.resume(.failure(.closedLocally("the loop stopped")))
             }
         }
     }

@@ -52,6 +52,6 @@ final class PendingConnect: @unchecked Sendable {
     }
 
     private var cancellation: ConnectionError {
-        ConnectionError(code: .closedLocally, reason: "the connect to \(address) was cancelled")
+        .closedLocally("the connect to \(address) was cancelled")
     }
 }
