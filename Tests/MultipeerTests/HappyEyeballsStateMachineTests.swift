@@ -166,9 +166,11 @@ struct HappyEyeballsStateMachineTests {
 
     @Test func anAttemptDelayBelowRFC8305sMinimumIsRefused() {
         #expect(throws: ConnectionError.self) {
-            try DialConfiguration(connectionAttemptDelay: .milliseconds(9)).validate()
+            try TestPeers.configuration(TestPeers.ada).dialing(connectionAttemptDelay: .milliseconds(9)).validate()
         }
-        #expect(throws: ConnectionError.self) { try DialConfiguration(timeout: .zero).validate() }
-        #expect(throws: Never.self) { try DialConfiguration().validate() }
+        #expect(throws: ConnectionError.self) {
+            try TestPeers.configuration(TestPeers.ada).dialing(timeout: .zero).validate()
+        }
+        #expect(throws: Never.self) { try TestPeers.configuration(TestPeers.ada).validate() }
     }
 }

@@ -32,8 +32,9 @@ struct PeerDialerTests {
             // A delay far longer than the test may take, even on a loaded machine: only the refusal can start
             // the second attempt this soon.
             let connection = try await PeerConnection.connect(
-                to: [closed, listener.localAddress], expecting: TestPeers.bob.fingerprint, configuration: Self.ada,
-                dial: DialConfiguration(connectionAttemptDelay: .seconds(60), timeout: .seconds(120)), loop: loop)
+                to: [closed, listener.localAddress], expecting: TestPeers.bob.fingerprint,
+                configuration: Self.ada.dialing(connectionAttemptDelay: .seconds(60), timeout: .seconds(120)),
+                loop: loop)
             #expect(ContinuousClock.now - started < .seconds(30))
             #expect(connection.remoteAddress == listener.localAddress)
             #expect(connection.peer.fingerprint == TestPeers.bob.fingerprint && connection.peer.isAuthenticated)
@@ -49,8 +50,7 @@ struct PeerDialerTests {
             let started = ContinuousClock.now
             let connection = try await PeerConnection.connect(
                 to: [listener.localAddress, silent.address], expecting: TestPeers.bob.fingerprint,
-                configuration: Self.ada, dial: DialConfiguration(connectionAttemptDelay: .milliseconds(100)),
-                loop: loop)
+                configuration: Self.ada.dialing(connectionAttemptDelay: .milliseconds(100)), loop: loop)
             #expect(ContinuousClock.now - started >= .milliseconds(100))
             #expect(connection.remoteAddress == listener.localAddress)
             // The abandoned attempt's socket is closed at once (not at its 10 s handshake timeout): the silent
@@ -123,8 +123,8 @@ struct PeerDialerTests {
         let started = ContinuousClock.now
         do {
             _ = try await PeerConnection.connect(
-                to: [full.address], expecting: nil, configuration: Self.ada,
-                dial: DialConfiguration(timeout: .milliseconds(300)), loop: loop)
+                to: [full.address], expecting: nil, configuration: Self.ada.dialing(timeout: .milliseconds(300)),
+                loop: loop)
             Issue.record("connected to a full backlog")
         } catch {
             #expect(error.code == .unreachable)
@@ -176,8 +176,8 @@ struct PeerDialerTests {
         let silent = try RawListener(Self.v6)
         let (outcome, task) = ConnectOutcome.start { () async throws(ConnectionError) -> PeerConnection in
             try await PeerConnection.connect(
-                to: [full.address, silent.address], expecting: nil, configuration: Self.ada,
-                dial: DialConfiguration(connectionAttemptDelay: .milliseconds(10)), loop: loop)
+                to: [full.address, silent.address], expecting: nil,
+                configuration: Self.ada.dialing(connectionAttemptDelay: .milliseconds(10)), loop: loop)
         }
         let client = try await offPool { try silent.accept() }
         defer { close(client) }
@@ -198,5 +198,17 @@ struct PeerDialerTests {
         await #expect(throws: ConnectionError.self) {
             try await PeerConnection.connect(to: many, expecting: nil, configuration: Self.ada, loop: loop)
         }
+    }
+}
+
+extension ConnectionConfiguration {
+    /// This configuration with other dial pacing.
+    func dialing(connectionAttemptDelay: Duration = .milliseconds(250), timeout: Duration = .seconds(15))
+        -> ConnectionConfiguration
+    {
+        var configuration = self
+        configuration.connectionAttemptDelay = connectionAttemptDelay
+        configuration.dialTimeout = timeout
+        return configuration
     }
 }

@@ -31,6 +31,20 @@ public struct ConnectionConfiguration: Sendable {
     public var silenceTimeout: Duration
     /// How long a graceful close waits for the peer's goodbye before closing anyway.
     public var closeTimeout: Duration
+    /// When a peer has several addresses, how long an attempt may stay pending before the next address is tried
+    /// alongside it (RFC 8305, Happy Eyeballs version 2); at least 10 ms, as the RFC requires.
+    ///
+    /// 250 ms: RFC 8305 section 8's recommended value. A LAN peer answers (or refuses) within a few milliseconds,
+    /// so a quarter second only passes when an address is dead; waiting longer delays the connection, waiting
+    /// less starts attempts that a working address would have made unnecessary.
+    public var connectionAttemptDelay: Duration
+    /// The most time a dial to a peer's addresses may take in all, from the first attempt to the established
+    /// connection.
+    ///
+    /// 15 s: room for the peer's 10 s handshake timeout after a few addresses were tried in turn, and the bound
+    /// on how long a caller waits for a peer whose every address is dead (a TCP connect to a silent address
+    /// would otherwise last the kernel's two minutes of retries).
+    public var dialTimeout: Duration
 
     // MARK: Memory: what a peer can make this side hold
 
@@ -105,6 +119,8 @@ public struct ConnectionConfiguration: Sendable {
         keepaliveInterval = .seconds(2)
         silenceTimeout = .seconds(6)
         closeTimeout = .seconds(2)
+        connectionAttemptDelay = .milliseconds(250)
+        dialTimeout = .seconds(15)
         connectionWindow = 16 << 20
         streamWindow = 4 << 20
         maximumMessageLength = 4 << 20
@@ -149,6 +165,7 @@ public struct ConnectionConfiguration: Sendable {
         if keepaliveInterval <= .zero || silenceTimeout <= keepaliveInterval {
             throw .invalidConfiguration("keepaliveInterval must be positive and shorter than silenceTimeout")
         }
+        try dial.validate()
     }
 
     // MARK: Derived settings of the wire layer
@@ -161,6 +178,10 @@ public struct ConnectionConfiguration: Sendable {
             connectionWindow: UInt32(connectionWindow), channelWindow: UInt32(streamWindow),
             messageWindow: FlowController.messageWindow(maximumMessageLength: maximumMessageLength),
             maximumChannels: maximumChannels)
+    }
+    /// The dial's pacing.
+    var dial: DialConfiguration {
+        DialConfiguration(connectionAttemptDelay: connectionAttemptDelay, timeout: dialTimeout)
     }
     /// The scheduler's bounds.
     var schedulerLimits: FrameScheduler.Limits { FrameScheduler.Limits() }

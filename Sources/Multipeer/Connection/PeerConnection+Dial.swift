@@ -7,7 +7,7 @@ extension PeerConnection {
     ///
     /// The addresses are ordered IPv6, IPv4, IPv6, IPv4, ... (each family in the given order, duplicates
     /// dropped). The first attempt starts at once; each further one starts when the previous has been
-    /// pending for ``DialConfiguration/connectionAttemptDelay``, or at once when an attempt fails. An attempt
+    /// pending for ``ConnectionConfiguration/connectionAttemptDelay``, or at once when an attempt fails. An attempt
     /// is the whole setup of ``connect(to:expecting:configuration:loop:)``, so an address where someone else
     /// answers fails like one that refuses, and the next is tried. The first connection established wins;
     /// the other attempts are cancelled, and one that completes anyway is closed.
@@ -24,30 +24,28 @@ extension PeerConnection {
     ///     At most 32.
     ///   - expecting: The identity discovery advertised for the peer; nil accepts whoever answers.
     ///   - configuration: This side's identity and settings.
-    ///   - dial: The attempt delay and the bound on the whole dial.
     ///   - loop: The event loop that will own the connection.
     /// - Returns: The first connection established.
     /// - Throws: ``ConnectionError`` as described above; ``ConnectionError/Code/handshakeTimedOut(limit:)`` for
-    ///   attempts still pending when ``DialConfiguration/timeout`` passed; ``ConnectionError/Code/closedLocally``
+    ///   attempts still pending when ``ConnectionConfiguration/dialTimeout`` passed; ``ConnectionError/Code/closedLocally``
     ///   when the task was cancelled; ``ConnectionError/Code/invalidConfiguration`` for more than 32 addresses
-    ///   or a dial configuration that breaks its rules.
+    ///   or a configuration that breaks its rules.
     public static func connect(
         to addresses: [SocketAddress], expecting: PeerFingerprint?, configuration: ConnectionConfiguration,
-        dial: DialConfiguration = DialConfiguration(), loop: EventLoop
+        loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {
         try await PeerDialer.dial(
-            addresses, expecting: expecting, configuration: configuration, dial: dial, loop: loop)
+            addresses, expecting: expecting, configuration: configuration, dial: configuration.dial, loop: loop)
     }
 
     /// Connects to a peer a `ServiceBrowser` found: every address it was seen at (link-local IPv6 ones on the
     /// interface they were learnt on), the port from its SRV record, and the identity from its
     /// ``PeerAdvertisement``, which the peer must prove. The addresses are tried as the
-    /// `connect(to:expecting:configuration:dial:loop:)` that takes addresses tries them.
+    /// `connect(to:expecting:configuration:loop:)` that takes addresses tries them.
     ///
     /// - Parameters:
     ///   - service: The discovered service.
     ///   - configuration: This side's identity and settings.
-    ///   - dial: The attempt delay and the bound on the whole dial.
     ///   - loop: The event loop that will own the connection.
     /// - Returns: The first connection established.
     /// - Throws: ``ConnectionError``: ``ConnectionError/Code/notAPeer`` when the TXT record is not a valid
@@ -56,30 +54,29 @@ extension PeerConnection {
     ///   version, otherwise as the dial to several addresses.
     public static func connect(
         to service: DiscoveredService, configuration: ConnectionConfiguration,
-        dial: DialConfiguration = DialConfiguration(), loop: EventLoop
+        loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {
         try await connect(
             name: service.name, txt: service.txt, port: service.port, addresses: service.addresses,
-            configuration: configuration, dial: dial, loop: loop)
+            configuration: configuration, loop: loop)
     }
 
-    /// Connects to a peer a browser's state machine resolved, as the `connect(to:configuration:dial:loop:)` that
+    /// Connects to a peer a browser's state machine resolved, as the `connect(to:configuration:loop:)` that
     /// takes a `DiscoveredService` does.
     ///
     /// - Parameters:
     ///   - instance: The resolved instance.
     ///   - configuration: This side's identity and settings.
-    ///   - dial: The attempt delay and the bound on the whole dial.
     ///   - loop: The event loop that will own the connection.
     /// - Returns: The first connection established.
     /// - Throws: ``ConnectionError`` as for a `DiscoveredService`.
     public static func connect(
         to instance: DiscoveredInstance, configuration: ConnectionConfiguration,
-        dial: DialConfiguration = DialConfiguration(), loop: EventLoop
+        loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {
         try await connect(
             name: instance.name, txt: TXTRecord(decoding: instance.txt), port: instance.port,
-            addresses: instance.addresses, configuration: configuration, dial: dial, loop: loop)
+            addresses: instance.addresses, configuration: configuration, loop: loop)
     }
 
     /// The socket addresses to dial for discovered addresses: link-local IPv6 ones scoped to the interface
@@ -99,7 +96,7 @@ extension PeerConnection {
 
     private static func connect(
         name: String, txt: TXTRecord, port: UInt16, addresses: [DiscoveredAddress],
-        configuration: ConnectionConfiguration, dial: DialConfiguration, loop: EventLoop
+        configuration: ConnectionConfiguration, loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {
         let advertisement: PeerAdvertisement
         do {
@@ -117,6 +114,6 @@ extension PeerConnection {
         }
         return try await PeerDialer.dial(
             socketAddresses(addresses, port: port), expecting: advertisement.fingerprint,
-            configuration: configuration, dial: dial, loop: loop)
+            configuration: configuration, dial: configuration.dial, loop: loop)
     }
 }
