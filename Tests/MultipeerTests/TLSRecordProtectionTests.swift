@@ -193,6 +193,55 @@ struct TLSRecordProtectionTests {
         #expect(receiver.refusalAlert == 20)
     }
 
+    @Test(
+        "a record whose inner plaintext (content, type, padding) exceeds 2^14 + 1 bytes is refused with record_overflow",
+        arguments: [
+            (16_384, 0, true), (16_383, 1, true), (100, 16_284, true), (0, 16_384, true),
+            (16_384, 1, false), (16_000, 500, false), (16_000, 1_000, false), (0, 16_385, false),
+        ])
+    func innerPlaintextLimit(content: Int, padding: Int, accepted: Bool) throws {
+        let secret = [UInt8](repeating: 0x19, count: 32)
+        var random = SplitMix64(seed: UInt64(content * 100_000 + padding))
+        let data = random.bytes(content)
+        // TLSInnerPlaintext: content, the content type, then zeros. The AEAD appends its `contentType` argument
+        // last, so the inner plaintext goes in whole but for its last byte (the type, or the last zero).
+        let inner = data + [TLSRecordProtection.applicationDataType] + [UInt8](repeating: 0, count: padding)
+        let length = inner.count + TLSRecordProtection.tagLength
+        var record: [UInt8] = [23, 3, 3, UInt8(length >> 8), UInt8(length & 0xFF)]
+        record += [UInt8](repeating: 0, count: length)
+        let sealing = try TLSRecordProtection.AEAD(suite: .aes128GCM, secret: secret, encrypt: true)
+        let sealed = record.withUnsafeMutableBytes { bytes in
+            inner.dropLast().withUnsafeBytes { content in
+                sealing.seal(
+                    sequence: 0, header: UnsafeRawBufferPointer(rebasing: bytes[0..<5]), content: content,
+                    contentType: inner.last!, into: UnsafeMutableRawBufferPointer(rebasing: bytes[5...]))
+            }
+        }
+        try #require(sealed)
+        // Through the header check (as a connection reads) and through open(record:) alone.
+        for headerFirst in [true, false] {
+            let receiver = try TLSRecordProtection(suite: .aes128GCM, sendingSecret: secret, receivingSecret: secret)
+            var output: [UInt8] = []
+            func open() throws -> TLSRecordProtection.Opened? {
+                try record.withUnsafeBytes {
+                    headerFirst
+                        ? try receiver.openNext(in: $0, into: &output)?.opened
+                        : try receiver.open(record: $0, into: &output)
+                }
+            }
+            if accepted {
+                #expect(try open() == .data, "\(content) + \(padding)")
+                #expect(output == data)
+            } else {
+                let error = try #require(throws: ConnectionError.self, "\(content) + \(padding)") { try open() }
+                #expect(error.code == .protocolViolation)
+                #expect(error.reason.contains("record_overflow"), "\(error.reason)")
+                #expect(receiver.refusalAlert == 22)
+                #expect(output.isEmpty)
+            }
+        }
+    }
+
     @Test("close_notify from either record layer is understood by the other")
     func closeNotify() throws {
         for (clientOwn, serverOwn) in Self.mixes {
