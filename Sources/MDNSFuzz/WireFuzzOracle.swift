@@ -53,6 +53,12 @@ enum WireFuzzOracle {
     static func seeds() -> [[UInt8]] {
         let frames: [Frame] = [
             .hello(Frame.Hello(displayName: "Alice", fingerprint: [UInt8](repeating: 7, count: 32))),
+            .hello(
+                Frame.Hello(
+                    displayName: "Bob", fingerprint: [UInt8](repeating: 8, count: 32), groupProof: [1, 2],
+                    datagramPort: 9, codeNonce: [UInt8](repeating: 3, count: 32), maximumMessageLength: 4096)),
+            .codeReveal(nonce: [UInt8](repeating: 5, count: 32)),
+            .session(SessionMessage(kind: 7, isCritical: false, body: Array("invite".utf8))),
             .ping(token: 42), .pong(token: 42), .goodbye(reason: 1, text: "bye"), .error(code: 2, text: "oops"),
             .channelOpen(channel: 1, kind: .message, name: "chat", initialWindow: 65536),
             .channelData(channel: 1, bytes: Array("hello".utf8)), .channelClose(channel: 1),

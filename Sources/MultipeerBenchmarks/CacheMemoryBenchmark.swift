@@ -84,31 +84,7 @@ enum CacheMemoryBenchmark {
         return browser
     }
 
-    /// Bytes allocated by malloc and not freed: `uordblks + hblkhd` of glibc's `mallinfo2()`.
-    ///
-    /// `malloc.h` is not part of Swift's Glibc module and the package has no C target, so `mallinfo2` is looked up
-    /// with `dlsym`. It returns a 10 × `size_t` struct, which the x86-64 System V ABI returns through a hidden
-    /// pointer passed as the first argument; calling it as `(UnsafeMutableRawPointer) -> UnsafeMutableRawPointer`
-    /// with an 80-byte buffer is therefore exact there. Elsewhere this returns nil (RSS is still reported).
-    static func heapInUse() -> Int? {
-        #if arch(x86_64)
-            typealias Function = @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
-            guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "mallinfo2") else { return nil }
-            let mallinfo2 = unsafeBitCast(symbol, to: Function.self)
-            var fields = [Int](repeating: 0, count: 10)
-            fields.withUnsafeMutableBytes { _ = mallinfo2($0.baseAddress!) }
-            // arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost
-            return fields[7] + fields[4]
-        #else
-            return nil
-        #endif
-    }
+    static func heapInUse() -> Int? { ProcessMemory.heapInUse() }
 
-    /// The resident set size from `/proc/self/statm`.
-    static func residentBytes() -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
-        let fields = text.split(separator: " ")
-        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
-    }
+    static func residentBytes() -> Int { ProcessMemory.residentBytes() }
 }

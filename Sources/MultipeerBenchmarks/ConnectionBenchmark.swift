@@ -70,10 +70,16 @@ final class ConnectionBenchmark {
         let key = "\(encryption)"
         if let peers = peersByEncryption[key] { return peers }
         let dialer = ConnectionConfiguration(identity: dialerIdentity, encryption: encryption)
-        let listener = ConnectionConfiguration(identity: listenerIdentity, encryption: encryption)
+        var listener = ConnectionConfiguration(identity: listenerIdentity, encryption: encryption)
+        // Every dialer is this process on loopback, and benchmark 5 keeps a thousand connections open.
+        listener.maximumConnections = 1 << 16
+        listener.maximumQueuedConnections = 1 << 16
+        listener.maximumPendingHandshakesPerHost = listener.maximumPendingHandshakes
         let loops = (dialerLoop, listenerLoop)
+        let listenerConfiguration = listener
         let peers = try blockingAwait {
-            try await LoopbackPeers(dialer: dialer, listener: listener, dialerLoop: loops.0, listenerLoop: loops.1)
+            try await LoopbackPeers(
+                dialer: dialer, listener: listenerConfiguration, dialerLoop: loops.0, listenerLoop: loops.1)
         }
         peersByEncryption[key] = peers
         return peers

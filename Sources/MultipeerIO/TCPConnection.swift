@@ -94,13 +94,28 @@ public final class TCPConnection: @unchecked Sendable {
         to destination: SocketAddress, loop: EventLoop,
         completion: @escaping (Result<TCPConnection, SystemCallError>) -> Void
     ) {
+        _ = beginConnect(to: destination, loop: loop, completion: completion)
+    }
+
+    /// Opens a connection as `connect(to:loop:completion:)` does, and returns it while it connects, so a
+    /// caller that gives up can `close()` it at once (the completion is then never called). Loop thread only.
+    /// - Parameters:
+    ///   - destination: The peer to connect to.
+    ///   - loop: The owning loop.
+    ///   - completion: Receives the open connection or the error, later, on the loop thread.
+    /// - Returns: The connecting connection, or nil when the attempt failed at once (the completion still
+    ///   reports why).
+    package static func beginConnect(
+        to destination: SocketAddress, loop: EventLoop,
+        completion: @escaping (Result<TCPConnection, SystemCallError>) -> Void
+    ) -> TCPConnection? {
         precondition(loop.inEventLoop, "TCPConnection.connect called off the loop thread")
         let fd: Int32
         do {
             fd = try makeSocket(family: destination.family, type: Int32(SOCK_STREAM.rawValue))
         } catch {
             loop.scheduleTimer(after: .zero) { completion(.failure(error)) }
-            return
+            return nil
         }
         try? setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
         var result: Int32 = 0
@@ -112,12 +127,13 @@ public final class TCPConnection: @unchecked Sendable {
             Glibc.close(fd)
             let error = SystemCallError(call: "connect", errno: result)
             loop.scheduleTimer(after: .zero) { completion(.failure(error)) }
-            return
+            return nil
         }
         let connection = TCPConnection(
             fd: fd, loop: loop, state: .connecting(completion), remote: destination, local: destination)
         // Writability signals completion, success or failure, even when connect already succeeded.
         connection.updateInterest()
+        return connection
     }
 
     /// Sets the closures for received data and for the end of the connection, and starts reading.

@@ -70,11 +70,18 @@ struct AdvertiseCommand {
         }
     }
 
-    func run() async throws -> Int32 {
+    func run() async -> Int32 {
         let signals = TerminationSignals()
         let reloads = SignalStream(SIGHUP)
-        let stack = try await MulticastDNSStack(configuration: options.configuration)
-        let advertisement = try await stack.advertise(serviceType, name: name, port: port, txt: txt)
+        guard let stack = await DiscoveryOptions.openStack(options.configuration) else { return 1 }
+        let advertisement: ServiceAdvertisement
+        do {
+            advertisement = try await stack.advertise(serviceType, name: name, port: port, txt: txt)
+        } catch {
+            Output.error(DiscoveryOptions.explain(error))
+            await stack.shutdown()
+            return 1
+        }
         let printer = Task {
             for await event in advertisement.events {
                 switch event {

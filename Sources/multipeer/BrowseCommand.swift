@@ -25,9 +25,9 @@ struct BrowseCommand {
         try arguments.finish()
     }
 
-    func run() async throws -> Int32 {
+    func run() async -> Int32 {
         let signals = TerminationSignals()
-        let stack = try await MulticastDNSStack(configuration: options.configuration)
+        guard let stack = await DiscoveryOptions.openStack(options.configuration) else { return 1 }
         let browser = stack.browse(serviceType)
         let json = json
         let printer = Task {

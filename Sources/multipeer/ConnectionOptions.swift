@@ -15,7 +15,13 @@ struct ConnectionOptions {
         let identity: PeerIdentity
         do {
             if let path = try arguments.value(of: "--identity") {
-                identity = try PeerIdentity.load(from: path)
+                // Made on first use (mode 0600), so one option gives a peer the same identity every time.
+                if FileManager.default.fileExists(atPath: path) {
+                    identity = try PeerIdentity.load(from: path)
+                } else {
+                    identity = try PeerIdentity.generate(displayName: name)
+                    try identity.save(to: path)
+                }
             } else {
                 identity = try PeerIdentity.generate(displayName: name)
             }
@@ -69,15 +75,23 @@ struct ConnectionOptions {
         return SocketAddress(ip, port: number)
     }
 
+    /// `NAME FINGERPRINT authenticated PROTECTION code NNNNNN`; on plaintext the fingerprint is shown as
+    /// `unproven:FINGERPRINT` (only a claim), the word is `unauthenticated` and the code `none`.
     static func describe(_ peer: ConnectedPeer) -> String {
-        "\(peer.displayName) \(peer.fingerprint) \(peer.isAuthenticated ? "authenticated" : "unauthenticated") "
-            + peer.protection
+        let identity = peer.fingerprint.map { "\($0)" } ?? "unproven:\(peer.claimedFingerprint)"
+        let code = peer.verificationCode.map { "\($0)" } ?? "none"
+        return "\(peer.displayName) \(identity) \(peer.isAuthenticated ? "authenticated" : "unauthenticated") "
+            + "\(peer.protection) code \(code)"
     }
 
-    /// `closed CODE: reason`, with the code's case name first so scripts can match it.
+    /// The peer's identity for a `closed` line: its proven fingerprint, or `unproven:CLAIM`.
+    static func identity(_ peer: ConnectedPeer) -> String {
+        peer.fingerprint.map { "\($0)" } ?? "unproven:\(peer.claimedFingerprint)"
+    }
+
+    /// `CODE CODE(VALUES): reason`, with the code's case name first so scripts can match it.
     static func describe(_ error: ConnectionError) -> String {
-        "\(error.code)".split(separator: "(").first.map(String.init).map { "\($0) \(error.code): \(error.reason)" }
-            ?? error.reason
+        "\(error.name) \(error.code): \(error.reason)"
     }
 }
 
@@ -110,8 +124,10 @@ struct ListenCommand {
                 Output.line("refused \(ConnectionOptions.describe(failure))")
             }
         }
+        // A discarding task group: each connection's task is freed (with the connection) when it ends, so a
+        // listener serving connections for days holds only the open ones.
         let acceptor = Task {
-            await withTaskGroup(of: Void.self) { group in
+            await withDiscardingTaskGroup { group in
                 for await connection in listener.connections {
                     Output.line("connected \(ConnectionOptions.describe(connection.peer))")
                     group.addTask {
@@ -119,7 +135,9 @@ struct ListenCommand {
                             try? await connection.send(message)
                         }
                         let reason = await connection.closed()
-                        Output.line("closed \(connection.peer.fingerprint) \(ConnectionOptions.describe(reason))")
+                        Output.line(
+                            "closed \(ConnectionOptions.identity(connection.peer)) \(ConnectionOptions.describe(reason))"
+                        )
                     }
                 }
             }
@@ -137,12 +155,15 @@ struct ListenCommand {
 /// peer and every message it sends, and exits when the connection ends, saying why and after how long.
 struct ConnectCommand {
     static let usage =
-        "multipeer connect HOST:PORT [--expect FINGERPRINT] [--send TEXT]... \(ConnectionOptions.usage)"
+        "multipeer connect HOST:PORT [--expect FINGERPRINT] [--send TEXT]... [--repeat N] \(ConnectionOptions.usage)"
     static let summary = "connect to a peer, send messages, print replies and why the connection ended"
 
     var address: SocketAddress
     var expected: PeerFingerprint?
     var messages: [String]
+    /// With `--repeat N`: connect N times one after another, each time sending the messages and closing at once
+    /// (a load test of the listener).
+    var repetitions: Int?
     var options: ConnectionOptions
 
     init(arguments: [String]) throws(UsageError) {
@@ -155,11 +176,18 @@ struct ConnectCommand {
             expected = fingerprint
         }
         messages = try arguments.values(of: "--send")
+        if let text = try arguments.value(of: "--repeat") {
+            guard let count = Int(text), count >= 1 else {
+                throw UsageError("--repeat wants a count of at least 1, not '\(text)'")
+            }
+            repetitions = count
+        }
         address = try ConnectionOptions.address(try arguments.positional("HOST:PORT"))
         try arguments.finish()
     }
 
     func run() async throws -> Int32 {
+        if let repetitions { return try await runRepeatedly(repetitions) }
         let signals = TerminationSignals()
         let loop = try EventLoop(name: "multipeer-connect")
         defer { loop.shutdown() }
@@ -189,6 +217,33 @@ struct ConnectCommand {
         Output.line("closed after \(String(format: "%.3f", seconds)) s: \(ConnectionOptions.describe(reason))")
         interrupted.cancel()
         await printer.value
+        return 0
+    }
+}
+
+extension ConnectCommand {
+    /// `--repeat N`: N connections one after another; each prints its `connected` line, sends the messages and
+    /// closes gracefully (`closed after ...`). Stops at the first failure, with status 1.
+    func runRepeatedly(_ count: Int) async throws -> Int32 {
+        let loop = try EventLoop(name: "multipeer-connect")
+        defer { loop.shutdown() }
+        for _ in 0..<count {
+            let started = ContinuousClock.now
+            let connection: PeerConnection
+            do {
+                connection = try await PeerConnection.connect(
+                    to: address, expecting: expected, configuration: options.configuration, loop: loop)
+            } catch {
+                Output.line("failed \(ConnectionOptions.describe(error))")
+                return 1
+            }
+            Output.line("connected \(ConnectionOptions.describe(connection.peer))")
+            for message in messages { try? await connection.send(Array(message.utf8)) }
+            let reason = await connection.close(reason: "done")
+            let elapsed = ContinuousClock.now - started
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            Output.line("closed after \(String(format: "%.3f", seconds)) s: \(ConnectionOptions.describe(reason))")
+        }
         return 0
     }
 }

@@ -4,10 +4,12 @@ import MultipeerIO
 
 /// `multipeer demo`: discovery and a secure connection on this machine's loopback interface, in a few seconds.
 ///
-/// Two peers advertise (Alice also listens for connections and puts her identity's fingerprint in her TXT
-/// record); a browser, Carol, finds both, connects to Alice over TLS 1.3 expecting that fingerprint, exchanges
-/// messages, measures the round trip and closes gracefully; then Alice changes her TXT record and Bob stops
-/// with a goodbye. Every step is printed with its timing. Nothing leaves the host.
+/// Two peers advertise their identity, display name and protocol version in their TXT records (a
+/// ``PeerAdvertisement``, next to a `status` of their own); Alice also listens for connections. A browser,
+/// Carol, finds both, dials every address Alice was found at (IPv6 first, RFC 8305) expecting the identity she
+/// advertised, connects over TLS 1.3, exchanges messages, measures the round trip and closes gracefully; then
+/// Alice changes her status and Bob stops with a goodbye. Every step is printed with its timing. Nothing
+/// leaves the host.
 struct DemoCommand {
     static let usage = "multipeer demo [--service SERVICE]"
     static let summary =
@@ -47,10 +49,11 @@ struct DemoCommand {
         let aliceEcho = Task { await Self.echo(aliceListener, stamp: stamp) }
         let alice = try await aliceStack.advertise(
             serviceType, name: "Alice", port: aliceListener.localAddress.port,
-            txt: try TXTRecord(
-                ["status": "online", "fp": aliceIdentity.fingerprint.description] as KeyValuePairs))
+            txt: try PeerAdvertisement(identity: aliceIdentity, discoveryInfo: ["status": "online"]).txtRecord)
+        let bobIdentity = try PeerIdentity.generate(displayName: "Bob")
         let bob = try await bobStack.advertise(
-            serviceType, name: "Bob", port: 7002, txt: try TXTRecord(["status": "online"] as KeyValuePairs))
+            serviceType, name: "Bob", port: 7002,
+            txt: try PeerAdvertisement(identity: bobIdentity, discoveryInfo: ["status": "online"]).txtRecord)
         Output.line(
             stamp()
                 + "Alice and Bob probe for their names and announce (RFC 6762: 0-250 ms wait, 3 probes 250 ms apart)")
@@ -70,8 +73,7 @@ struct DemoCommand {
                     step = 1
                     Output.line(stamp() + "Alice updates her TXT record")
                     alice.updateTXT(
-                        try TXTRecord(
-                            ["status": "busy", "fp": aliceIdentity.fingerprint.description] as KeyValuePairs))
+                        try PeerAdvertisement(identity: aliceIdentity, discoveryInfo: ["status": "busy"]).txtRecord)
                 }
             case .updated(let service) where service.name == "Alice" && step == 1:
                 step = 2
@@ -94,22 +96,18 @@ struct DemoCommand {
         return step == 3 ? 0 : 1
     }
 
-    /// Carol's side: connect to a discovered Alice, expecting the fingerprint her TXT record names.
+    /// Carol's side: dial a discovered Alice at every address she was found at, expecting the identity her
+    /// advertisement names.
     static func connect(to service: DiscoveredService, loop: EventLoop, stamp: () -> String) async throws {
-        guard let text = service.txt.entries.first(where: { $0.key == "fp" })?.value,
-            let fingerprint = PeerFingerprint(String(decoding: text, as: UTF8.self)),
-            let address = service.addresses.first(where: { if case .v4 = $0.address { true } else { false } })
-        else {
-            throw DemoError("Alice's advertisement has no usable fingerprint or IPv4 address")
-        }
-        let destination = SocketAddress(address.address, port: service.port)
-        Output.line(stamp() + "Carol connects to Alice at \(destination), expecting the fingerprint in her TXT record")
+        let addresses = service.addresses.map(Output.addressText).joined(separator: ", ")
+        Output.line(
+            stamp() + "Carol dials Alice at \(addresses) (IPv6 first, RFC 8305), expecting the identity she advertised")
         let carol = try PeerIdentity.generate(displayName: "Carol")
         let connection = try await PeerConnection.connect(
-            to: destination, expecting: fingerprint, configuration: ConnectionConfiguration(identity: carol),
-            loop: loop)
-        let code = VerificationCode.between(carol.fingerprint, connection.peer.fingerprint)
-        Output.line(stamp() + "connected: \(connection.peer); verification code \(code)")
+            to: service, configuration: ConnectionConfiguration(identity: carol), loop: loop)
+        let code = connection.verificationCode.map { "\($0)" } ?? "none"
+        Output.line(
+            stamp() + "connected: \(connection.peer) at \(connection.remoteAddress); verification code \(code)")
         try await connection.send(Array("hello from Carol".utf8))
         var replies = connection.messages.makeAsyncIterator()
         if let reply = await replies.next() {
@@ -130,10 +128,4 @@ struct DemoCommand {
             Output.line(stamp() + "Alice saw the connection end: \(await connection.closed().code)")
         }
     }
-}
-
-/// A demo step that could not run.
-struct DemoError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

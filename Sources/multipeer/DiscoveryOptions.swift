@@ -1,3 +1,4 @@
+internal import Glibc
 import MulticastDNS
 
 /// Options shared by the discovery commands: `--interface IFNAME`... and `--loopback`.
@@ -15,6 +16,28 @@ struct DiscoveryOptions {
         if arguments.flag("--ipv6-only") { configuration.useIPv4 = false }
         if !configuration.useIPv4 && !configuration.useIPv6 {
             throw UsageError("--ipv4-only and --ipv6-only exclude each other")
+        }
+    }
+
+    /// What `multipeer` prints when discovery fails: the reason, and what to do where the code tells us.
+    static func explain(_ error: DiscoveryError) -> String {
+        switch error.code {
+        case .socket(call: "bind", errno: EADDRINUSE):
+            // Our sockets set SO_REUSEADDR and SO_REUSEPORT, so only a socket that set neither can refuse us.
+            "multipeer: \(error.reason); another program holds UDP port 5353 without sharing it "
+                + "(SO_REUSEADDR), so no other mDNS stack can run beside it on this host"
+        default:
+            "multipeer: \(error.reason)"
+        }
+    }
+
+    /// Opens the discovery stack, or prints why it cannot and returns nil (the command then exits 1).
+    static func openStack(_ configuration: DiscoveryConfiguration) async -> MulticastDNSStack? {
+        do {
+            return try await MulticastDNSStack(configuration: configuration)
+        } catch {
+            Output.error(explain(error))
+            return nil
         }
     }
 

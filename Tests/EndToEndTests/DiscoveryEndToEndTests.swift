@@ -8,12 +8,13 @@ import Testing
 /// `advertising NAME` once announced (`renamed OLD -> NEW` after a conflict) and exits 0 after goodbyes on
 /// SIGINT/SIGTERM; `multipeer browse SERVICE [--json] [--timeout SECONDS] [--interface IFNAME]...` prints one
 /// JSON object per event (`event`, `name`, `info`, `port`, `addresses`, `interface`) and exits 0 at the timeout.
-/// Skipped until the built binary lists both commands in `--help` (MULTIPEER_REQUIRE_CLI=1 forces them on).
+/// Each test lists what it needs (`.requires`): the lab, a built binary whose `--help` lists both commands
+/// (MULTIPEER_REQUIRE_CLI=1 skips that check), and for the interop tests python-zeroconf or avahi.
 // Serialized: several of these spawn dozens of processes; run side by side on 2 cores they starve each other and
 // the timing bounds below would measure the machine rather than the protocol.
-@Suite(.requiresNetLab, .requiresDiscoveryCLI, .tags(.needsCLI), .serialized)
+@Suite(.tags(.needsCLI), .serialized)
 struct DiscoveryEndToEndTests {
-    @Test func twoHostsFindEachOther() async throws {
+    @Test(.requires(.netLab, .discoveryCLI)) func twoHostsFindEachOther() async throws {
         try await withNetLab(hosts: 2) { lab in
             _ = try await CLI.advertise(lab, host: 0, name: "Alpha", info: ["color": "red"])
             _ = try await CLI.advertise(lab, host: 1, name: "Bravo", info: ["color": "blue"])
@@ -32,7 +33,7 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test func stoppingAnAdvertiserSendsAGoodbye() async throws {
+    @Test(.requires(.netLab, .discoveryCLI)) func stoppingAnAdvertiserSendsAGoodbye() async throws {
         try await withNetLab(hosts: 2) { lab in
             let advertiser = try await CLI.advertise(lab, host: 0, name: "Leaving")
             let browser = try CLI.startBrowse(lab, host: 1, seconds: 30)
@@ -45,7 +46,7 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test func aKilledAdvertiserIsLostWithinTheDefaultBound() async throws {
+    @Test(.requires(.netLab, .discoveryCLI)) func aKilledAdvertiserIsLostWithinTheDefaultBound() async throws {
         try await withNetLab(hosts: 2) { lab in
             let advertiser = try await CLI.advertise(lab, host: 0, name: "Vanishing")
             let browser = try CLI.startBrowse(lab, host: 1, seconds: 40)
@@ -56,7 +57,7 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test func aTXTUpdateIsSeenAsUpdated() async throws {
+    @Test(.requires(.netLab, .discoveryCLI)) func aTXTUpdateIsSeenAsUpdated() async throws {
         try await withNetLab(hosts: 2) { lab in
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("mp-info-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: file) }
@@ -86,7 +87,8 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test(.tags(.interop)) func sharesPort5353WithAvahiOnTheSameHost() async throws {
+    @Test(.requires(.netLab, .discoveryCLI, .avahiDaemon, .pythonZeroconf), .tags(.interop))
+    func sharesPort5353WithAvahiOnTheSameHost() async throws {
         try await withNetLab(hosts: 2) { lab in
             let avahi = try AvahiHarness.start(lab, host: 0)
             defer { avahi.stop() }
@@ -101,7 +103,7 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test func anInterfaceThatComesUpIsPickedUpWhileRunning() async throws {
+    @Test(.requires(.netLab, .discoveryCLI)) func anInterfaceThatComesUpIsPickedUpWhileRunning() async throws {
         try await withNetLab(hosts: 2) { lab in
             try lab.setLinkDown(host: 0)
             let advertiser = try lab.spawn(
@@ -116,7 +118,7 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test func sameNameOnTwoHostsIsRenamedOnce() async throws {
+    @Test(.requires(.netLab, .discoveryCLI)) func sameNameOnTwoHostsIsRenamedOnce() async throws {
         try await withNetLab(hosts: 3) { lab in
             let first = try await CLI.advertise(lab, host: 0, name: "Twin")
             let second = try lab.spawn(host: 1, try MultipeerBinary.require(), CLI.advertiseArguments(name: "Twin"))
@@ -129,7 +131,7 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test func oneBrowserFindsFiftyAdvertisers() async throws {
+    @Test(.requires(.netLab, .discoveryCLI)) func oneBrowserFindsFiftyAdvertisers() async throws {
         try await withNetLab(hosts: 6) { lab in
             let binary = try MultipeerBinary.require()
             var advertisers: [String: LabProcess] = [:]
@@ -151,7 +153,33 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test(.tags(.interop)) func pythonZeroconfResolvesOurAdvertisement() async throws {
+    @Test(.requires(.netLab, .discoveryCLI, .python3)) func aPortHeldWithoutSharingIsExplained() async throws {
+        try await withNetLab(hosts: 1) { lab in
+            // A socket on UDP 5353 that sets neither SO_REUSEADDR nor SO_REUSEPORT: nobody can bind beside it.
+            let holder = try lab.spawn(
+                host: 0, Repository.python,
+                [
+                    "-c",
+                    "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                        + "s.bind(('0.0.0.0', 5353))\nprint('bound', flush=True)\ntime.sleep(60)",
+                ])
+            defer { holder.forceKill() }
+            try #require(await holder.nextLine(timeout: .seconds(10)) == "bound", "\(holder.standardError)")
+            let binary = try MultipeerBinary.require()
+            let browse = ["browse", CLI.service, "--timeout", "1", "--interface", NetLab.interfaceName]
+            for command in [browse, CLI.advertiseArguments(name: "Blocked")] {
+                let result = try await offPool { try lab.run(host: 0, binary, command, timeout: .seconds(15)) }
+                #expect(result.status == 1, "\(command[0]): \(result.stdout) \(result.stderr)")
+                #expect(
+                    result.stderr.hasPrefix("multipeer: opening the mDNS sockets failed: bind: "), "\(result.stderr)")
+                #expect(result.stderr.contains("another program holds UDP port 5353 without sharing it"))
+                #expect(!result.stderr.contains(".swift:"), "a person is not shown our source location")
+            }
+        }
+    }
+
+    @Test(.requires(.netLab, .discoveryCLI, .pythonZeroconf), .tags(.interop))
+    func pythonZeroconfResolvesOurAdvertisement() async throws {
         try await withNetLab(hosts: 2) { lab in
             _ = try await CLI.advertise(lab, host: 0, name: "Ours", info: ["color": "green", "v": "1"])
             let browser = try ZeroconfHarness.browse(lab, host: 1, timeout: 20)
@@ -163,7 +191,9 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test(.tags(.interop)) func ourBrowserFindsPythonZeroconf() async throws {
+    @Test(.requires(.netLab, .discoveryCLI, .pythonZeroconf), .tags(.interop)) func ourBrowserFindsPythonZeroconf()
+        async throws
+    {
         try await withNetLab(hosts: 2) { lab in
             let register = try await ZeroconfHarness.register(lab, host: 0, name: "Zed", port: 4242, txt: ["k": "v"])
             let events = try await CLI.browse(lab, host: 1, seconds: 5)
@@ -175,7 +205,9 @@ struct DiscoveryEndToEndTests {
         }
     }
 
-    @Test(.tags(.interop)) func ourBrowserFindsAnAvahiStaticService() async throws {
+    @Test(.requires(.netLab, .discoveryCLI, .avahiDaemon), .tags(.interop)) func ourBrowserFindsAnAvahiStaticService()
+        async throws
+    {
         try await withNetLab(hosts: 2) { lab in
             let avahi = try AvahiHarness.start(lab, host: 0)
             defer { avahi.stop() }

@@ -3,7 +3,7 @@ import NetLab
 import Testing
 
 /// A running advertiser under a query flood mixed with malformed packets, from another lab host.
-@Suite(.requiresNetLab, .requiresDiscoveryCLI, .tags(.needsCLI))
+@Suite(.requires(.netLab, .discoveryCLI, .python3), .tags(.needsCLI))
 struct HostileInputEndToEndTests {
     struct FloodReport: Decodable {
         let queries: Int

@@ -4,9 +4,9 @@ import Testing
 
 /// Proves the lab and the harness with software we did not write: python-zeroconf and avahi find each other
 /// across hosts, so a failure in the discovery tests points at our code, not at the lab.
-@Suite(.requiresNetLab, .tags(.interop))
+@Suite(.tags(.interop))
 struct InteropLabTests {
-    @Test func pythonZeroconfFindsPythonZeroconfAndSeesTheGoodbye() async throws {
+    @Test(.requires(.netLab, .pythonZeroconf)) func pythonZeroconfFindsPythonZeroconfAndSeesTheGoodbye() async throws {
         try await withNetLab(hosts: 2) { lab in
             let register = try await ZeroconfHarness.register(
                 lab, host: 0, name: "Interop Zed", port: 4242, txt: ["a": "1", "color": "blue"])
@@ -23,7 +23,8 @@ struct InteropLabTests {
         }
     }
 
-    @Test func pythonZeroconfFindsAStaticAvahiService() async throws {
+    @Test(.requires(.netLab, .pythonZeroconf, .avahiDaemon)) func pythonZeroconfFindsAStaticAvahiService() async throws
+    {
         try await withNetLab(hosts: 2) { lab in
             let avahi = try AvahiHarness.start(lab, host: 0)
             defer { avahi.stop() }
@@ -37,7 +38,8 @@ struct InteropLabTests {
         }
     }
 
-    @Test func avahiBrowseOnAPrivateBusFindsPythonZeroconf() async throws {
+    @Test(.requires(.netLab, .pythonZeroconf, .avahiDaemon, .avahiBrowse, .dbusDaemon))
+    func avahiBrowseOnAPrivateBusFindsPythonZeroconf() async throws {
         try await withNetLab(hosts: 2) { lab in
             let register = try await ZeroconfHarness.register(
                 lab, host: 0, name: "Zed For Avahi", port: 4243, txt: ["k": "v"])

@@ -109,18 +109,62 @@ struct MulticastDNSStackTests {
     @Test("invalid names and types are refused with the rule they break")
     func validation() async throws {
         let stack = try await MulticastDNSStack(configuration: Self.loopback)
-        await #expect(throws: DiscoveryError.self) {
-            _ = try await stack.advertise(try ServiceType("chat"), name: "", port: 1)
-        }
+        let type = try ServiceType("chat")
+        let empty = await Self.refusal { try await stack.advertise(type, name: "", port: 1) }
+        #expect(empty?.code == .invalidService(.instanceNameEmpty))
         let long = String(repeating: "x", count: 64)
-        do {
-            _ = try await stack.advertise(try ServiceType("chat"), name: long, port: 1)
-            Issue.record("a 64-byte name was accepted")
-        } catch {
-            #expect("\(error)".contains("63"))
-        }
+        let tooLong = await Self.refusal { try await stack.advertise(type, name: long, port: 1) }
+        #expect(tooLong?.code == .invalidService(.instanceNameTooLong(long, bytes: 64)))
+        #expect(tooLong?.reason.contains("at most 63") == true, "the reason names the rule")
         #expect(throws: ServiceValidationError.self) { try ServiceType("Chat") }
         await stack.shutdown()
+    }
+
+    @Test("each refusal has a code to switch on, a sentence, and the place that raised it")
+    func refusalsHaveCodes() async throws {
+        var limited = Self.loopback
+        limited.responder.maximumServices = 1
+        let stack = try await MulticastDNSStack(configuration: limited)
+        let type = try Self.uniqueType()
+        let first = try await stack.advertise(type, name: "Only", port: 1)
+        let second = await Self.refusal { try await stack.advertise(type, name: "Second", port: 2) }
+        #expect(second?.code == .tooManyServices(limit: 1))
+        #expect(second?.reason.contains("1 services") == true)
+        await first.stop()
+        await stack.shutdown()
+
+        let closed = await Self.refusal { try await stack.advertise(type, name: "Late", port: 3) }
+        let error = try #require(closed)
+        #expect(error.code == DiscoveryError.Code.shutDown)
+        #expect(error.file == "MulticastDNS/MulticastDNSStack.swift", "the throwing line, not the factory's")
+        #expect(error.description.hasPrefix("DiscoveryError.shutDown: the mDNS stack was shut down ("))
+        #expect(error.description.hasSuffix("MulticastDNS/MulticastDNSStack.swift:\(error.line))"))
+
+        var badHost = Self.loopback
+        let label = String(repeating: "h", count: 64)
+        badHost.hostLabel = label
+        do {
+            _ = try await MulticastDNSStack(configuration: badHost)
+            Issue.record("a 64-byte host label was accepted")
+        } catch {
+            #expect(error.code == .invalidHostLabel(label: label, .labelTooLong(label: label, bytes: 64)))
+            #expect(error.file == "MulticastDNS/MulticastDNSEngine.swift")
+        }
+    }
+
+    /// The error `body` threw, or nil (recorded as an issue) if it returned.
+    static func refusal(
+        _ body: () async throws -> ServiceAdvertisement, sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> DiscoveryError? {
+        do {
+            let advertisement = try await body()
+            Issue.record("accepted as \(advertisement.name)", sourceLocation: sourceLocation)
+        } catch let error as DiscoveryError {
+            return error
+        } catch {
+            Issue.record("not a DiscoveryError: \(error)", sourceLocation: sourceLocation)
+        }
+        return nil
     }
 
     @Test("shutdown ends the browser's event stream")

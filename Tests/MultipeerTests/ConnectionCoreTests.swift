@@ -11,11 +11,15 @@ struct ConnectionCoreTests {
         pair.run()
         let seenByDialer = try #require(pair.dialerPeer)
         let seenByAcceptor = try #require(pair.acceptorPeer)
-        #expect(seenByDialer.fingerprint == TestPeers.bob.fingerprint)
+        // Plaintext proves nothing: the fingerprint is only a claim, and no field meant as an identity holds it.
+        #expect(seenByDialer.fingerprint == nil)
+        #expect(seenByDialer.claimedFingerprint == TestPeers.bob.fingerprint)
         #expect(seenByDialer.displayName == "Bob")
         #expect(!seenByDialer.isAuthenticated)
         #expect(seenByDialer.protection == "plaintext")
-        #expect(seenByAcceptor.fingerprint == TestPeers.ada.fingerprint)
+        #expect(seenByDialer.verificationCode == nil)
+        #expect(seenByAcceptor.fingerprint == nil)
+        #expect(seenByAcceptor.claimedFingerprint == TestPeers.ada.fingerprint)
         #expect(pair.dialerClosed == nil && pair.acceptorClosed == nil)
     }
 
@@ -50,23 +54,74 @@ struct ConnectionCoreTests {
         #expect(try #require(pair.acceptorPeer).protection == "plaintext")
     }
 
-    @Test func plaintextDialerChecksTheClaimedIdentity() throws {
+    @Test func anExpectedIdentityIsProvenOrRefusedNeverTakenOnAClaim() throws {
+        // A man in the middle answers an .optional dialer that expects Bob with "plaintext" and a hello that
+        // claims Bob's fingerprint. Before this rule the dialer reported Bob, established; now it refuses.
+        let dialer = ConnectionCore(
+            role: .dialer, configuration: TestPeers.configuration(TestPeers.ada, .optional),
+            expectedPeer: TestPeers.bob.fingerprint, now: IOInstant(nanoseconds: 0), makeTLS: CorePair.noTLS)
+        let offer = dialer.takeOutput()
+        // It offered TLS only, whatever .optional allows: an expected identity needs TLS.
+        #expect(try Preamble.decode(offer[...], expected: .offer).preference == .required)
+        var forged =
+            Preamble(
+                kind: .answer, preference: .optional, outcome: .plaintext, nonce: [UInt8](repeating: 0, count: 16)
+            ).bytes
+        forged += try FrameEncoder().encode(
+            .hello(
+                Frame.Hello(
+                    displayName: "Bob", fingerprint: TestPeers.bob.fingerprint.bytes, maximumMessageLength: 1 << 20)))
+        dialer.receive(forged, now: IOInstant(nanoseconds: 1))
+        let events = dialer.takeEvents()
+        #expect(CorePair.peer(in: events) == nil)
+        let error = try #require(CorePair.closed(in: events))
+        #expect(error.code == .plaintextRefused)
+        #expect(error.reason.contains("man in the middle"))
+    }
+
+    @Test(arguments: [EncryptionPreference.optional, .none])
+    func aDialerExpectingAPeerRefusesPlaintextSayingWhy(dialer: EncryptionPreference) throws {
+        // An honest .none acceptor: the .optional dialer expecting Bob asks for TLS, and both sides say why not.
+        // (A .none dialer expecting a peer is refused before it connects; the core still holds the rule.)
         let pair = CorePair(
-            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob),
-            expectedPeer: TestPeers.eve.fingerprint)
+            dialer: TestPeers.configuration(TestPeers.ada, dialer),
+            acceptor: TestPeers.configuration(TestPeers.bob, .none), expectedPeer: TestPeers.bob.fingerprint)
         pair.run()
         let error = try #require(pair.dialerClosed)
-        #expect(error.code == .identityMismatch(expected: TestPeers.eve.fingerprint, actual: TestPeers.bob.fingerprint))
-        #expect(pair.dialerPeer == nil)
-        // The acceptor saw the dialer's error frame.
-        #expect(pair.acceptorClosed != nil)
+        #expect(error.code == .plaintextRefused)
+        #expect(error.reason.contains("expects the peer \(TestPeers.bob.fingerprint)"))
+        #expect(try #require(pair.acceptorClosed).code == .encryptionMismatch(local: .none, remote: .required))
+        #expect(pair.dialerPeer == nil && pair.acceptorPeer == nil)
+    }
+
+    @Test func anExpectingOptionalDialerStillMeetsAnOptionalPeerOverTLS() throws {
+        let pair = CorePair.withTLS(
+            dialer: TestPeers.configuration(TestPeers.ada, .optional),
+            acceptor: TestPeers.configuration(TestPeers.bob, .optional), expectedPeer: TestPeers.bob.fingerprint)
+        pair.run()
+        let peer = try #require(pair.dialerPeer)
+        #expect(peer.fingerprint == TestPeers.bob.fingerprint && peer.isAuthenticated)
+    }
+
+    @Test(arguments: [(EncryptionPreference.optional, EncryptionPreference.none), (.none, .optional)])
+    func aGroupSecretRequiresTLS(dialer: EncryptionPreference, acceptor: EncryptionPreference) throws {
+        // Whoever holds the secret refuses plaintext, even where its preference would allow it.
+        let secret = try GroupSecret(Array(repeating: 7, count: 32))
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada, dialer, secret: dialer == .optional ? secret : nil),
+            acceptor: TestPeers.configuration(TestPeers.bob, acceptor, secret: acceptor == .optional ? secret : nil))
+        pair.run()
+        let holder = try #require(dialer == .optional ? pair.dialerClosed : pair.acceptorClosed)
+        #expect(holder.code == .plaintextRefused)
+        #expect(holder.reason.contains("group secret"))
+        #expect(pair.dialerPeer == nil && pair.acceptorPeer == nil)
     }
 
     @Test func sameGroupSecretJoins() throws {
         let secret = try GroupSecret(Array(repeating: 7, count: 32))
-        let pair = CorePair(
-            dialer: TestPeers.configuration(TestPeers.ada, secret: secret),
-            acceptor: TestPeers.configuration(TestPeers.bob, secret: secret))
+        let pair = CorePair.withTLS(
+            dialer: TestPeers.configuration(TestPeers.ada, .required, secret: secret),
+            acceptor: TestPeers.configuration(TestPeers.bob, .required, secret: secret))
         pair.run()
         #expect(try #require(pair.dialerPeer).isGroupMember)
         #expect(try #require(pair.acceptorPeer).isGroupMember)
@@ -76,15 +131,56 @@ struct ConnectionCoreTests {
         let secret = try GroupSecret(Array(repeating: 7, count: 32))
         let other = try GroupSecret(Array(repeating: 8, count: 32))
         for (dialerSecret, acceptorSecret) in [(secret, other), (secret, nil), (nil, secret)] {
-            let pair = CorePair(
-                dialer: TestPeers.configuration(TestPeers.ada, secret: dialerSecret),
-                acceptor: TestPeers.configuration(TestPeers.bob, secret: acceptorSecret))
+            let pair = CorePair.withTLS(
+                dialer: TestPeers.configuration(TestPeers.ada, .required, secret: dialerSecret),
+                acceptor: TestPeers.configuration(TestPeers.bob, .required, secret: acceptorSecret))
             pair.run()
             pair.run()
             #expect(try #require(pair.dialerClosed).code == .groupSecretMismatch)
             #expect(try #require(pair.acceptorClosed).code == .groupSecretMismatch)
             #expect(pair.dialerPeer == nil || pair.acceptorPeer == nil)
         }
+    }
+
+    @Test func bothEndsOfAConnectionShowOneCodeAndEveryConnectionItsOwn() throws {
+        var codes: [VerificationCode] = []
+        for _ in 0..<2 {
+            let pair = CorePair.withTLS(
+                dialer: TestPeers.configuration(TestPeers.ada, .required),
+                acceptor: TestPeers.configuration(TestPeers.bob, .required))
+            pair.run()
+            let dialerCode = try #require(pair.dialerPeer?.verificationCode)
+            #expect(pair.acceptorPeer?.verificationCode == dialerCode)
+            codes.append(dialerCode)
+        }
+        // Same two identities, two connections: different codes (equal by chance once in a million).
+        #expect(codes[0] != codes[1])
+    }
+
+    @Test func aRevealedNonceThatDoesNotMatchItsCommitmentIsRefused() throws {
+        let pair = CorePair.withTLS(
+            dialer: TestPeers.configuration(TestPeers.ada, .required),
+            acceptor: TestPeers.configuration(TestPeers.bob, .required))
+        // Driven by hand: once the dialer committed to its nonce in its hello, and before it sees the acceptor's,
+        // it is made to reveal another (as an attacker grinding for a code would).
+        var toAcceptor = pair.dialer.takeOutput()
+        var tampered = false
+        for _ in 0..<20 {
+            if !toAcceptor.isEmpty { pair.acceptor.receive(toAcceptor, now: pair.now) }
+            let toDialer = pair.acceptor.takeOutput()
+            if pair.dialer.setup.dialerCodeNonce.count == 32 && !tampered {
+                pair.dialer.setup.dialerCodeNonce = [UInt8](repeating: 0x55, count: 32)
+                tampered = true
+            }
+            if !toDialer.isEmpty { pair.dialer.receive(toDialer, now: pair.now) }
+            toAcceptor = pair.dialer.takeOutput()
+            pair.collect()
+        }
+        #expect(tampered)
+        let error = try #require(pair.acceptorClosed)
+        #expect(error.code == .protocolViolation)
+        #expect(error.reason.contains("commitment"))
+        #expect(pair.acceptorPeer == nil)
     }
 
     @Test func groupSecretsShorterThan32BytesAreRefused() {
@@ -137,36 +233,132 @@ struct ConnectionCoreTests {
         #expect(CorePair.messages(in: pair.dialerEvents) == [[1, 2, 3]])
     }
 
-    @Test func aMessageLargerThanEveryWindowArrivesWhole() throws {
-        let pair = CorePair(
-            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+    @Test func theLongestMessageThePeerAcceptsArrivesWholeAndALongerOneFailsAtOnce() throws {
+        var acceptor = TestPeers.configuration(TestPeers.bob)
+        acceptor.maximumMessageLength = 3 << 20
+        let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: acceptor)
         pair.run()
-        let big = (0..<(9 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+        #expect(pair.dialerPeer?.maximumMessageLength == 3 << 20)
+        let big = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
         try pair.dialer.sendMessage(big)
         try pair.dialer.sendMessage([42])
+        let error = #expect(throws: ConnectionError.self) { try pair.dialer.sendMessage(big + [0]) }
+        #expect(error?.code == .messageTooLarge(length: (3 << 20) + 1, limit: 3 << 20))
+        #expect(error?.reason.contains("stream") == true)
         pair.run(rounds: 10_000)
         #expect(CorePair.messages(in: pair.acceptorEvents) == [big, [42]])
     }
 
-    @Test func aReaderThatStopsReadingStopsTheSenderWithinItsWindow() throws {
-        var receiver = TestPeers.configuration(TestPeers.bob)
-        receiver.receiveBufferLimit = 1 << 20
-        let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: receiver)
+    @Test func aMessageDeclaringMoreThanTheAnnouncedLimitIsRefused() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
         pair.run()
-        // The application never takes a message: after the buffer limit, credit is held back.
+        let fragment = Frame.MessageFragment(id: 0, totalLength: (4 << 20) + 1, isLast: false, bytes: [1])
+        pair.acceptor.receive(try FrameEncoder().encode(.message(channel: 1, fragment: fragment)), now: pair.now)
+        pair.collect()
+        let error = try #require(pair.acceptorClosed)
+        #expect(error.code == .protocolViolation && error.reason.contains("hello announced"))
+    }
+
+    @Test func aReaderThatStopsReadingStopsTheSenderWithinItsWindow() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        // The application never takes a message: their credit stays with the receiver, and the sender stops.
         for _ in 0..<64 { try pair.dialer.sendMessage([UInt8](repeating: 9, count: 1 << 20)) }
         pair.run(rounds: 10_000)
-        let delivered = CorePair.messages(in: pair.acceptorEvents).reduce(0) { $0 + $1.count }
-        // Held: the unread limit plus one message completing past it plus the credit the sender still had
-        // (the channel window): never the 64 MiB queued.
-        #expect(delivered <= (1 << 20) + (1 << 20) + Int(receiver.flowControl.channelWindow) + (1 << 20))
-        #expect(delivered >= 1 << 20)
-        #expect(pair.dialer.queuedBytes >= (64 << 20) - delivered - Int(receiver.flowControl.channelWindow) - (1 << 20))
-        // Reading resumes the transfer.
-        pair.acceptor.messageConsumed(count: delivered)
+        let delivered = CorePair.messages(in: pair.acceptorEvents).count
+        let window = Int(FlowController.messageWindow(maximumMessageLength: 4 << 20))
+        // Held: what the message window allows, never the 64 MiB queued.
+        #expect(delivered * FlowController.messageCost(length: 1 << 20) <= window)
+        #expect(delivered >= 4)
+        #expect(pair.acceptor.receiveHeldBytes <= window)
+        #expect(pair.dialer.queuedBytes == (64 - delivered) << 20)
+        // Taking them resumes the transfer.
+        pair.acceptor.messagesTaken(delivered)
         pair.run(rounds: 10_000)
-        let more = CorePair.messages(in: pair.acceptorEvents).reduce(0) { $0 + $1.count }
-        #expect(more > delivered)
+        #expect(CorePair.messages(in: pair.acceptorEvents).count > delivered)
+    }
+
+    @Test func messagesOfAChannelThePeerClosedKeepTheirCreditUntilTaken() throws {
+        // Closing a message channel must not hand back the connection credit of messages still unread there, or a
+        // peer could open, fill and close message channels without end.
+        var configuration = TestPeers.configuration(TestPeers.bob)
+        configuration.connectionWindow = 512 << 10
+        configuration.maximumMessageLength = 32 << 10
+        let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: configuration)
+        pair.run()
+        var sent = 0
+        for _ in 0..<40 {
+            let channel = try pair.dialer.openChannel(kind: .message, name: "")
+            for _ in 0..<4 { try pair.dialer.sendMessage([UInt8](repeating: 4, count: 30 << 10), channel: channel) }
+            try pair.dialer.finishChannel(channel)
+            sent += 4
+            pair.run()
+        }
+        let delivered = CorePair.messages(in: pair.acceptorEvents).count
+        #expect(delivered < sent)
+        #expect(delivered * FlowController.messageCost(length: 30 << 10) <= 512 << 10)
+        #expect(pair.acceptor.receiveHeldBytes <= 512 << 10)
+        pair.acceptor.messagesTaken(delivered)
+        pair.run()
+        #expect(CorePair.messages(in: pair.acceptorEvents).count > delivered)
+    }
+
+    @Test func emptyMessagesAreChargedSoAFloodOfThemIsBounded() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        var sent = 0
+        for _ in 0..<2_000 {
+            while pair.dialer.canQueue(channel: 0) && sent < 200_000 {
+                try pair.dialer.sendMessage([])
+                sent += 1
+            }
+            pair.run()
+        }
+        let delivered = CorePair.messages(in: pair.acceptorEvents).count
+        let window = Int(FlowController.messageWindow(maximumMessageLength: 4 << 20))
+        #expect(delivered == window / FlowController.messageOverhead)
+        #expect(sent > delivered)
+    }
+
+    @Test func aHostilePeerObeyingFlowControlCannotMakeTheAcceptorHoldMoreThanItsWindow() throws {
+        // 64 messages of 16 MiB, each sent but for its last byte, so none completes, on as many message channels
+        // as the peer likes, obeying every credit the acceptor grants. Before messages paid their credit until
+        // taken, fragments gave their credit back on arrival and the acceptor held about 1 GiB.
+        var configuration = TestPeers.configuration(TestPeers.bob)
+        configuration.connectionWindow = 64 << 20
+        configuration.maximumMessageLength = 16 << 20
+        let acceptor = ConnectionCore(
+            role: .acceptor, configuration: configuration, expectedPeer: nil, now: IOInstant(nanoseconds: 0),
+            makeTLS: CorePair.noTLS)
+        let hostile = HostileMessageSender(acceptor: acceptor)
+        let heapBefore = HeapUsage.bytes
+        hostile.run(messages: 64, length: 16 << 20)
+        let heapGrowth = HeapUsage.bytes - heapBefore
+        #expect(acceptor.phase == .established, "the hostile peer obeyed flow control: no reason to close")
+        #expect(hostile.startedMessages >= 2 && hostile.startedMessages < 64)
+        #expect(hostile.sentBytes > 32 << 20)
+        // What the acceptor holds for it: within its connection window (plus a small constant for the queues).
+        #expect(acceptor.receiveHeldBytes <= configuration.connectionWindow)
+        // The heap agrees (loosely: other tests run in this process at the same time).
+        #expect(heapGrowth < configuration.connectionWindow + (48 << 20), "heap grew \(heapGrowth) bytes")
+    }
+
+    @Test func aStreamsFirstBufferIsSizedByWhatArrives() throws {
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        for _ in 0..<500 {
+            let channel = try pair.dialer.openChannel(kind: .stream, name: "")
+            try pair.dialer.write([1], channel: channel)
+        }
+        pair.run()
+        let buffers = pair.acceptor.channels.entries.values.compactMap(\.inbound)
+        #expect(buffers.count == 500)
+        // 500 one-byte streams: 500 small buffers, not 500 frames' worth (32 MiB).
+        #expect(buffers.reduce(0) { $0 + $1.capacity } <= 500 * StreamInbound.minimumCapacity)
     }
 
     @Test func streamsCarryBytesAndFinish() async throws {
@@ -277,9 +469,11 @@ struct ConnectionCoreTests {
         // end, or just all there was), and the connection window, shared by all streams, ran out. Here it is
         // 512 KiB: two streams of 250 KiB read to the end, then a third must still get all its bytes.
         var configuration = TestPeers.configuration(TestPeers.ada)
-        configuration.flowControl = FlowController.Configuration(connectionWindow: 512 << 10, channelWindow: 4 << 20)
+        configuration.connectionWindow = 512 << 10
+        configuration.maximumMessageLength = 64 << 10
         var acceptorConfiguration = TestPeers.configuration(TestPeers.bob)
-        acceptorConfiguration.flowControl = configuration.flowControl
+        acceptorConfiguration.connectionWindow = configuration.connectionWindow
+        acceptorConfiguration.maximumMessageLength = configuration.maximumMessageLength
         let pair = CorePair(dialer: configuration, acceptor: acceptorConfiguration)
         pair.run()
         let first = try pair.dialer.openChannel(kind: .stream, name: "a")
@@ -361,7 +555,7 @@ struct ConnectionCoreTests {
 
     @Test func streamDataBeyondTheWindowIsRefusedFromItsHeaderWithoutBufferingIt() async throws {
         var acceptorConfiguration = TestPeers.configuration(TestPeers.bob)
-        acceptorConfiguration.flowControl = FlowController.Configuration(channelWindow: 300_000)
+        acceptorConfiguration.streamWindow = 300_000
         let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: acceptorConfiguration)
         pair.acceptorReadSizes = [5, 65_540, 9]
         pair.run()

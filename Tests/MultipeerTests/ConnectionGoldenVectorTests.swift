@@ -69,16 +69,10 @@ struct ConnectionGoldenVectorTests {
         #expect(!secret.verify(secret.proof(binding: binding, isDialer: false), binding: binding, fromDialer: true))
     }
 
-    @Test func plaintextBinding() {
-        #expect(
-            GroupSecret.plaintextBinding(dialerNonce: Array(0..<16), acceptorNonce: Array(16..<32))
-                == hexBytes("6b48ce5873e7af38c46b4e11bca6869e01724304e3bd6584cccebbea3c07f6e4"))
-    }
-
     @Test func helloWithAGroupProof() throws {
         let hello = Frame.Hello(
             capabilities: [], displayName: "Ada", fingerprint: [0xDE, 0xAD, 0xBE, 0xEF], groupProof: [1, 2, 3, 4])
-        let expected = hexBytes("01 01 00 00 00000000 00000014 01 00 00000000 03 416461 04 DEADBEEF 04 01020304")
+        let expected = hexBytes("01 01 00 00 00000000 00000015 01 00 00000000 03 416461 04 DEADBEEF 01 04 01020304")
         #expect(try FrameEncoder().encode(.hello(hello)) == expected)
         var decoder = FrameDecoder()
         decoder.append(expected)
@@ -89,7 +83,7 @@ struct ConnectionGoldenVectorTests {
         let hello = Frame.Hello(
             capabilities: .unreliableDatagrams, displayName: "Ada", fingerprint: [0xDE, 0xAD, 0xBE, 0xEF],
             datagramPort: 0xC350)
-        let expected = hexBytes("01 01 00 00 00000000 00000012 01 00 00000001 03 416461 04 DEADBEEF 00 C350")
+        let expected = hexBytes("01 01 00 00 00000000 00000013 01 00 00000001 03 416461 04 DEADBEEF 02 02 C350")
         #expect(try FrameEncoder().encode(.hello(hello)) == expected)
         var decoder = FrameDecoder()
         decoder.append(expected)
@@ -97,7 +91,7 @@ struct ConnectionGoldenVectorTests {
     }
 
     @Test func aGroupProofLongerThan64BytesIsRefused() throws {
-        var bytes = hexBytes("01 01 00 00 00000000 00000051 01 00 00000000 03 416461 04 DEADBEEF 41")
+        var bytes = hexBytes("01 01 00 00 00000000 00000052 01 00 00000000 03 416461 04 DEADBEEF 01 41")
         bytes += [UInt8](repeating: 0, count: 65)
         var decoder = FrameDecoder()
         decoder.append(bytes)

@@ -4,35 +4,87 @@ import Testing
 
 @Suite("Connection shared queues")
 struct ConnectionSharedTests {
+    private func makeShared(sendBufferLimit: Int = 1 << 20, unreliableBufferLimit: Int = 1 << 20) -> ConnectionShared {
+        ConnectionShared(sendBufferLimit: sendBufferLimit, unreliableBufferLimit: unreliableBufferLimit)
+    }
+
     @Test("messages given back are read again in order, and their credit is counted once")
     func givenBackMessagesCountOnce() async {
-        let shared = ConnectionShared(sendBufferLimit: 1 << 20, receiveBufferLimit: 1 << 20)
+        let shared = makeShared()
         let messages = (0..<5).map { [UInt8](repeating: UInt8($0), count: 100) }
         shared.deliver(batch: messages)
         let first = await shared.nextMessages(limit: 64) {}
-        #expect(first.messages == messages)
-        #expect(shared.takeConsumed() == 500)
+        #expect(first == messages)
+        #expect(shared.takeTaken() == 5)
         // The application had only one of them when its iterator went away.
-        #expect(first.reliable.isEmpty)  // all reliable
-        shared.giveBack(first.messages[1...], reliable: [])
+        shared.giveBack(first[1...])
         #expect(shared.unreadBytes == 400)
         let again = await shared.nextMessages(limit: 64) {}
-        #expect(again.messages == Array(messages[1...]))
-        #expect(shared.takeConsumed() == 0)  // already returned when first taken
+        #expect(again == Array(messages[1...]))
+        #expect(shared.takeTaken() == 0)  // already counted when first taken
         shared.deliver(batch: [[9, 9]])
         _ = await shared.nextMessages(limit: 64) {}
-        #expect(shared.takeConsumed() == 2)
-        // A datagram among them keeps its kind: giving it back adds no credit debt.
-        shared.deliver([1, 2, 3])
-        shared.deliver([7, 7, 7, 7], dropAbove: 1 << 20)
+        #expect(shared.takeTaken() == 1)
+        // Datagrams never carry credit.
+        shared.deliver(batch: [[1, 2, 3]])
+        shared.deliverUnreliable([7, 7, 7, 7])
         let mixed = await shared.nextMessages(limit: 64) {}
-        #expect(mixed.reliable == [true, false])
-        #expect(shared.takeConsumed() == 3)
-        shared.giveBack(mixed.messages[0...], reliable: mixed.reliable[0...])
-        _ = await shared.nextMessages(limit: 64) {}
-        #expect(shared.takeConsumed() == 0)
-        shared.deliver([5])
-        _ = await shared.nextMessages(limit: 64) {}
-        #expect(shared.takeConsumed() == 1)
+        #expect(mixed == [[1, 2, 3], [7, 7, 7, 7]])
+        #expect(shared.takeTaken() == 1)
+    }
+
+    @Test("a reader just keeping up with the queue keeps it compact")
+    func deliveredQueueCompactsAsItIsRead() async {
+        let shared = makeShared()
+        // The writer always stays a little ahead: the queue is never empty, so it is never reset; it must still
+        // drop what was read.
+        shared.deliver(batch: (0..<10).map { [UInt8($0)] })
+        for round in 0..<20_000 {
+            shared.deliver(batch: [[UInt8(truncatingIfNeeded: round)]])
+            _ = await shared.nextMessage {}
+        }
+        let storage = shared.state.withLock { $0.inbound.messages.count }
+        #expect(shared.unreadCount == 10)
+        #expect(storage <= 2 * 64 + 10, "\(storage) slots kept for 10 unread messages")
+    }
+
+    @Test("queued datagrams are bounded by their charge, however small they are")
+    func emptyDatagramsAreCharged() {
+        let shared = makeShared(unreliableBufferLimit: 64 * 1024)
+        for _ in 0..<10_000 { shared.deliverUnreliable([]) }
+        #expect(shared.unreadCount == 64 * 1024 / FlowController.messageOverhead)
+        #expect(shared.droppedDatagrams == 10_000 - shared.unreadCount)
+    }
+
+    @Test("trySend never waits: it fails at once with the limit when the peer is behind")
+    func trySendFailsWhenFull() throws {
+        let shared = makeShared(sendBufferLimit: 1000)
+        #expect(try shared.tryEnqueue([UInt8](repeating: 1, count: 600)))
+        #expect(try shared.tryEnqueue([UInt8](repeating: 1, count: 600)) == false)  // already woken
+        let error = #expect(throws: ConnectionError.self) { try shared.tryEnqueue([1]) }
+        #expect(error?.code == .sendBufferFull(limit: 1000))
+        _ = shared.takeOutbound(upTo: 10)
+        shared.outboundSent(1200)
+        #expect(throws: Never.self) { try shared.tryEnqueue([1]) }
+    }
+
+    @Test("session messages wait in order, up to their bounds")
+    func sessionMessagesAreBounded() async {
+        let shared = makeShared()
+        var accepted = 0
+        while shared.deliverSession(SessionMessage(kind: 1, body: [UInt8(accepted % 256)])) { accepted += 1 }
+        #expect(accepted == ConnectionShared.SessionInbox.maximumCount)
+        #expect(await shared.nextSessionMessage()?.body == [0])
+        #expect(shared.deliverSession(SessionMessage(kind: 2, body: [])))
+        let big = SessionMessage(kind: 3, body: [UInt8](repeating: 0, count: SessionMessage.maximumBodyLength))
+        let shared2 = makeShared()
+        var bigAccepted = 0
+        while shared2.deliverSession(big) { bigAccepted += 1 }
+        #expect(bigAccepted * big.charge <= ConnectionShared.SessionInbox.maximumCharge)
+        #expect(bigAccepted == ConnectionShared.SessionInbox.maximumCharge / big.charge)
+        shared.close(ConnectionError(code: .closedLocally, reason: "test"))
+        var drained = 0
+        while await shared.nextSessionMessage() != nil { drained += 1 }
+        #expect(drained == ConnectionShared.SessionInbox.maximumCount)
     }
 }

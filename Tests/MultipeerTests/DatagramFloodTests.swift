@@ -32,16 +32,6 @@ private final class RawUDPSender {
     }
 }
 
-/// Waits until `condition` holds, checking every few milliseconds, for at most `timeout`.
-private func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
-}
-
 @Suite("Datagram floods against a connection", .serialized)
 struct DatagramFloodTests {
     @Test func forgedDatagramsAreCountedPerConnectionWhileGenuineOnesArrive() async throws {
@@ -92,7 +82,9 @@ struct DatagramFloodTests {
             expected.delivered += 1
             // Paced: each round is read before the next, so the socket's buffer never overflows.
             let soFar = expected.received
-            #expect(await eventually { dialer.datagramStatistics.received >= soFar }, "round \(round)")
+            #expect(
+                await eventually(within: .seconds(10)) { dialer.datagramStatistics.received >= soFar }, "round \(round)"
+            )
         }
         #expect(dialer.datagramStatistics == expected)
         #expect(expected.droppedAuthentication + expected.droppedTooFarAhead >= 1_000)

@@ -103,8 +103,8 @@ struct FrameDecoderTests {
     @Test("hello may carry fields from a later minor version, which are ignored")
     func helloExtension() throws {
         var decoder = FrameDecoder()
-        // After the fingerprint (empty), group proof (empty) and datagram port (0x1234): three unknown bytes.
-        decoder.append(hex("01 01 00 00  00000000  0000000E  01 01  00000000  01 41  00  00  1234  FFFFFF"))
+        // After the fingerprint (empty): the datagram port field (tag 2) and a field of unknown tag 0x7F.
+        decoder.append(hex("01 01 00 00  00000000  00000012  01 01  00000000  01 41  00  02 02 1234  7F 03 FFFFFF"))
         #expect(try decoder.next() == .hello(Frame.Hello(minorVersion: 1, displayName: "A", datagramPort: 0x1234)))
     }
 

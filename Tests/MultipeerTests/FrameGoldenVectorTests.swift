@@ -59,6 +59,33 @@ let frameVectors: [FrameVector] = [
         .hello(
             Frame.Hello(minorVersion: 7, capabilities: Frame.Capabilities(rawValue: 0x8000_0000), displayName: "é"))),
     FrameVector(
+        "hello with every field",
+        """
+        01 01 00 00  00000000  00000041
+        01 00  00000001  03 416461  04 DEADBEEF
+        01 04 01020304                    # group proof
+        02 02 C350                        # datagram port 50000
+        03 20 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA  # verification-code commitment
+        05 04 00400000                    # longest message accepted: 4 MiB
+        """,
+        .hello(
+            Frame.Hello(
+                capabilities: .unreliableDatagrams, displayName: "Ada", fingerprint: [0xDE, 0xAD, 0xBE, 0xEF],
+                groupProof: [1, 2, 3, 4], datagramPort: 50_000, codeCommitment: [UInt8](repeating: 0xAA, count: 32),
+                maximumMessageLength: 4 << 20))),
+    FrameVector(
+        "codeReveal",
+        "01 06 00 00  00000000  00000020  1111111111111111111111111111111111111111111111111111111111111111",
+        .codeReveal(nonce: [UInt8](repeating: 0x11, count: 32))),
+    FrameVector(
+        "session message, critical",
+        "01 30 01 00  00000000  00000005  0102  AABBCC  # kind 0x0102, body",
+        .session(SessionMessage(kind: 0x0102, isCritical: true, body: [0xAA, 0xBB, 0xCC]))),
+    FrameVector(
+        "session message that may be ignored, empty",
+        "01 30 00 00  00000000  00000002  FFFF",
+        .session(SessionMessage(kind: 0xFFFF, isCritical: false, body: []))),
+    FrameVector(
         "ping",
         "01 02 00 00  00000000  00000008  0102030405060708  # token",
         .ping(token: 0x0102_0304_0506_0708)),

@@ -149,10 +149,11 @@ struct FrameSchedulerTests {
             reassembled += fragment.bytes
         }
         #expect(reassembled == message)
-        // The whole payloads were charged to flow control, id and length included.
+        // The whole message's cost was charged once, by its first fragment.
         #expect(
-            flow.sendWindow(4)!.credit == 0x4000_0000 + Int(FlowController.Configuration.initialCredit) - 200_000 - 12
-                - 3 * 4)
+            flow.sendWindow(4)!.credit
+                == 0x4000_0000 + Int(FlowController.Configuration.initialCredit)
+                - FlowController.messageCost(length: 200_000))
     }
 
     @Test("an empty message is one FIRST|LAST fragment; message ids count up per channel")
@@ -207,23 +208,28 @@ struct FrameSchedulerTests {
         #expect(scheduler.activeChannels == [])
     }
 
-    @Test("a message fragment needs credit for its header and one byte")
-    func fragmentNeedsHeaderCredit() throws {
+    @Test("a message starts only when the credit covers its whole cost; its other fragments need none")
+    func messageNeedsItsWholeCost() throws {
         var flow = FlowController()
-        _ = try flow.openRemoteChannel(1, initialWindow: 12)
+        let cost = FlowController.messageCost(length: 100_000)
+        _ = try flow.openRemoteChannel(1, initialWindow: UInt32(cost - 1))
         var scheduler = FrameScheduler()
-        try scheduler.enqueueMessage([1, 2], channel: 1)
+        try scheduler.enqueueMessage([UInt8](repeating: 3, count: 100_000), channel: 1)
         #expect(scheduler.next(flow: &flow) == nil)
+        #expect(flow.sendWindow(1)?.credit == cost - 1)  // nothing taken by the refusal
         try flow.receivedWindowUpdate(channel: 1, increment: 1)
-        #expect(
-            scheduler.next(flow: &flow)
-                == .message(channel: 1, fragment: .init(id: 0, totalLength: 2, isLast: false, bytes: [1])))
-        try flow.receivedWindowUpdate(channel: 1, increment: 4)
-        #expect(scheduler.next(flow: &flow) == nil)
-        try flow.receivedWindowUpdate(channel: 1, increment: 1)
-        #expect(
-            scheduler.next(flow: &flow)
-                == .message(channel: 1, fragment: .init(id: 0, totalLength: nil, isLast: true, bytes: [2])))
+        guard case .message(1, let first)? = scheduler.next(flow: &flow) else {
+            Issue.record("no first fragment")
+            return
+        }
+        #expect(first.totalLength == 100_000 && !first.isLast)
+        #expect(flow.sendWindow(1)?.credit == 0)
+        // With no credit left at all, the rest still goes: it was paid for.
+        guard case .message(1, let second)? = scheduler.next(flow: &flow) else {
+            Issue.record("no second fragment")
+            return
+        }
+        #expect(second.isLast && first.bytes.count + second.bytes.count == 100_000)
     }
 
     @Test("close goes after the channel's data, and nothing can be queued after it")

@@ -1,5 +1,6 @@
-import Multipeer
 import Testing
+
+@testable import Multipeer
 
 @Suite("PeerFingerprint and VerificationCode")
 struct IdentityFingerprintTests {
@@ -37,36 +38,33 @@ struct IdentityFingerprintTests {
         #expect(PeerFingerprint(text) == nil)
     }
 
-    @Test func verificationCodeIsSymmetricAndSixDigits() throws {
-        let a = try PeerIdentity.generate(displayName: "a").fingerprint
-        let b = try PeerIdentity.generate(displayName: "b").fingerprint
-        let code = VerificationCode.between(a, b)
-        #expect(code == VerificationCode.between(b, a))
-        #expect(code.count == 6)
-        #expect(code.allSatisfy { $0.isASCII && $0.isNumber })
-    }
-
-    /// The expected code was computed independently with Python's hashlib from the documented construction.
+    /// The expected values were computed independently with Python's hmac and hashlib from the documented
+    /// construction (docs/PROTOCOL.md section 3.4).
     @Test func verificationCodeMatchesItsDefinition() throws {
-        let zero = try #require(PeerFingerprint(bytes: [UInt8](repeating: 0, count: 32)))
-        let vector = try #require(PeerFingerprint(RFC8032TestVector.fingerprintText))
-        #expect(VerificationCode.between(zero, vector) == "067187")
-        #expect(VerificationCode.between(vector, zero) == "067187")
+        let exporter = (1...32).map { UInt8($0) }
+        let dialerNonce = [UInt8](repeating: 0xAA, count: 32)
+        let acceptorNonce = [UInt8](repeating: 0xBB, count: 32)
+        let code = VerificationCode(exporterValue: exporter, dialerNonce: dialerNonce, acceptorNonce: acceptorNonce)
+        #expect(code.digits == "406042")
+        #expect(
+            VerificationCode.commitment(to: dialerNonce)
+                == bytes(fromHex: "ae33bed9d8e600e6a5af6680e15d2fdf4efb73cb485fab7b19e4ac62a47dcbae"))
     }
 
-    @Test func differentPairsGiveDifferentCodes() throws {
-        let fingerprints = (0..<40).map { index in
-            PeerFingerprint(bytes: [UInt8](repeating: UInt8(index), count: 32))!
+    @Test func verificationCodesHaveSixDigitsAndDependOnEveryInput() throws {
+        var random = SystemRandomNumberGenerator()
+        func bytes() -> [UInt8] { (0..<32).map { _ in random.next() } }
+        let (exporter, dialer, acceptor) = (bytes(), bytes(), bytes())
+        let code = VerificationCode(exporterValue: exporter, dialerNonce: dialer, acceptorNonce: acceptor)
+        #expect(code.digits.count == 6 && code.digits.allSatisfy { $0.isASCII && $0.isNumber })
+        var codes: Set<String> = [code.digits]
+        for _ in 0..<200 {
+            codes.insert(VerificationCode(exporterValue: bytes(), dialerNonce: dialer, acceptorNonce: acceptor).digits)
+            codes.insert(
+                VerificationCode(exporterValue: exporter, dialerNonce: bytes(), acceptorNonce: acceptor).digits)
+            codes.insert(VerificationCode(exporterValue: exporter, dialerNonce: dialer, acceptorNonce: bytes()).digits)
         }
-        var codes: Set<String> = []
-        var pairs = 0
-        for i in fingerprints.indices {
-            for j in fingerprints.indices where j > i {
-                codes.insert(VerificationCode.between(fingerprints[i], fingerprints[j]))
-                pairs += 1
-            }
-        }
-        // 780 pairs among a million codes: a collision has probability about 0.26, so allow a couple.
-        #expect(codes.count >= pairs - 2)
+        // 601 codes among a million: a collision has probability about 0.17, so allow a couple.
+        #expect(codes.count >= 599)
     }
 }

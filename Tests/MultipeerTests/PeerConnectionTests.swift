@@ -9,8 +9,8 @@ struct LoopbackPeers {
     let loop: EventLoop
     let listener: PeerListener
 
-    init(_ configuration: ConnectionConfiguration) async throws {
-        loop = try EventLoop(name: "connection-test")
+    init(_ configuration: ConnectionConfiguration, clock: (any IOClock)? = nil) async throws {
+        loop = try EventLoop(name: "connection-test", clock: clock ?? MonotonicClock())
         listener = try await PeerListener(
             configuration: configuration, address: SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: 0), loop: loop)
     }
@@ -40,14 +40,21 @@ struct PeerConnectionTests {
     func connectExchangeAndCloseGracefully(encryption: EncryptionPreference) async throws {
         let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, encryption))
         defer { peers.shutdown() }
-        let dialer = try await peers.connect(
-            TestPeers.configuration(TestPeers.ada, encryption), expecting: TestPeers.bob.fingerprint)
+        // Only TLS can prove an expected identity: a plaintext dialer expects nobody.
+        let expected = encryption == .required ? TestPeers.bob.fingerprint : nil
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, encryption), expecting: expected)
         let acceptor = try await peers.accepted()
-        #expect(dialer.peer.fingerprint == TestPeers.bob.fingerprint)
-        #expect(acceptor.peer.fingerprint == TestPeers.ada.fingerprint)
+        #expect(dialer.peer.claimedFingerprint == TestPeers.bob.fingerprint)
+        #expect(acceptor.peer.claimedFingerprint == TestPeers.ada.fingerprint)
         #expect(dialer.peer.isAuthenticated == (encryption == .required))
         if encryption == .required {
+            #expect(dialer.peer.fingerprint == TestPeers.bob.fingerprint)
+            #expect(acceptor.peer.fingerprint == TestPeers.ada.fingerprint)
             #expect(dialer.peer.protection == "TLSv1.3 TLS_AES_128_GCM_SHA256")
+            #expect(dialer.verificationCode != nil && dialer.verificationCode == acceptor.verificationCode)
+        } else {
+            #expect(dialer.peer.fingerprint == nil && acceptor.peer.fingerprint == nil)
+            #expect(dialer.verificationCode == nil)
         }
         let sent = (0..<500).map { index in [UInt8](repeating: UInt8(index % 256), count: (index * 131) % 5000) }
         async let received: [[UInt8]] = {
@@ -106,7 +113,7 @@ struct PeerConnectionTests {
         async throws
     {
         var configuration = TestPeers.configuration(TestPeers.bob, encryption)
-        configuration.flowControl = FlowController.Configuration(channelWindow: 1 << 20)
+        configuration.streamWindow = 1 << 20
         let peers = try await LoopbackPeers(configuration)
         defer { peers.shutdown() }
         let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, encryption), expecting: nil)
@@ -204,6 +211,124 @@ struct PeerConnectionTests {
         await dialer.close()
     }
 
+    @Test func finishedConnectionsReleaseEverything() async throws {
+        // Thousands of connect/exchange/close cycles; afterwards no connection object and no descriptor is left
+        // over (other suites run in this process at the same time, hence a little slack).
+        for encryption in [EncryptionPreference.none, .required] {
+            let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, encryption))
+            let cycles = encryption == .none ? 2_000 : 300
+            try await Task.sleep(for: .milliseconds(50))
+            let before = (LiveObjects.connectionCount, LiveObjects.driverCount, LiveObjects.coreCount)
+            let descriptorsBefore = ProcessMemory.openDescriptors()
+            var accepted = peers.listener.connections.makeAsyncIterator()
+            for index in 0..<cycles {
+                let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, encryption), expecting: nil)
+                let acceptor = try #require(await accepted.next())
+                try await dialer.send([UInt8(index % 256)])
+                var messages = acceptor.messages.makeAsyncIterator()
+                #expect(await messages.next() == [UInt8(index % 256)])
+                await dialer.close()
+                _ = await acceptor.closed()
+            }
+            // The last connections' sockets close on the loop after their close returned.
+            var after = (0, 0, 0)
+            for _ in 0..<100 {
+                try await Task.sleep(for: .milliseconds(20))
+                after = (LiveObjects.connectionCount, LiveObjects.driverCount, LiveObjects.coreCount)
+                if after.1 <= before.1 && after.2 <= before.2 { break }
+            }
+            let descriptorsAfter = ProcessMemory.openDescriptors()
+            #expect(
+                after.0 <= before.0 + 8, "\(encryption): connections \(before.0) -> \(after.0) after \(cycles) cycles")
+            #expect(after.1 <= before.1 + 8, "\(encryption): drivers \(before.1) -> \(after.1)")
+            #expect(after.2 <= before.2 + 8, "\(encryption): cores \(before.2) -> \(after.2)")
+            #expect(
+                descriptorsAfter <= descriptorsBefore + 8, "descriptors \(descriptorsBefore) -> \(descriptorsAfter)")
+            peers.shutdown()
+        }
+    }
+
+    @Test func sessionMessagesArriveInOrderAheadOfBulkData() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        // 8 MiB of messages nobody reads fill the acceptor's message window; session messages still get through.
+        let filler = Task {
+            for _ in 0..<32 { try await dialer.send([UInt8](repeating: 1, count: 1 << 20)) }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        for kind in UInt16(1)...200 {
+            try dialer.sendSessionMessage(
+                SessionMessage(kind: kind, isCritical: kind % 2 == 0, body: [UInt8(kind % 256)]))
+        }
+        var received: [SessionMessage] = []
+        for await message in acceptor.sessionMessages {
+            received.append(message)
+            if received.count == 200 { break }
+        }
+        #expect(received.map(\.kind) == Array(1...200))
+        #expect(received.allSatisfy { $0.isCritical == ($0.kind % 2 == 0) && $0.body == [UInt8($0.kind % 256)] })
+        #expect(acceptor.driver.shared.unreadCount > 0)  // the bulk messages were still waiting behind them
+        filler.cancel()
+        dialer.abort()
+    }
+
+    @Test func aPeerFloodingSessionMessagesIsDisconnectedWithAReason() async throws {
+        let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .required))
+        defer { peers.shutdown() }
+        let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        let acceptor = try await peers.accepted()
+        // Nobody on the acceptor reads them: beyond 256 waiting, the acceptor closes.
+        for index in 0..<300 {
+            guard (try? dialer.sendSessionMessage(SessionMessage(kind: 9, body: [UInt8(index % 256)]))) != nil else {
+                break
+            }
+        }
+        #expect(await acceptor.closed().code == .resourceLimit)
+        #expect(await dialer.closed().code == .peerReportedError(code: 7, text: await acceptor.closed().reason))
+    }
+
+    @Test func trySendFailsAtOnceWhenThePeerIsBehindAndSendRefusesWhatThePeerWillNotTake() async throws {
+        var acceptorConfiguration = TestPeers.configuration(TestPeers.bob, .required)
+        acceptorConfiguration.maximumMessageLength = 256 << 10
+        let peers = try await LoopbackPeers(acceptorConfiguration)
+        defer { peers.shutdown() }
+        var configuration = TestPeers.configuration(TestPeers.ada, .required)
+        configuration.sendBufferLimit = 512 << 10
+        let dialer = try await peers.connect(configuration, expecting: nil)
+        let acceptor = try await peers.accepted()
+        #expect(dialer.peer.maximumMessageLength == 256 << 10)
+        let tooLong = await #expect(throws: ConnectionError.self) {
+            try await dialer.send([UInt8](repeating: 0, count: (256 << 10) + 1))
+        }
+        #expect(tooLong?.code == .messageTooLarge(length: (256 << 10) + 1, limit: 256 << 10))
+        // The acceptor does not read: its window fills, then our send buffer, then trySend refuses at once.
+        var accepted = 0
+        var refusal: ConnectionError?
+        let started = ContinuousClock.now
+        while refusal == nil && ContinuousClock.now - started < .seconds(10) {
+            do {
+                try dialer.trySend([UInt8](repeating: 2, count: 64 << 10))
+                accepted += 1
+            } catch {
+                refusal = error
+                if error.code != .sendBufferFull(limit: 512 << 10) { break }
+            }
+            if accepted % 16 == 0 { await Task.yield() }
+        }
+        #expect(refusal?.code == .sendBufferFull(limit: 512 << 10))
+        #expect(accepted > 0)
+        // Once the acceptor reads, everything accepted arrives.
+        var count = 0
+        for await _ in acceptor.messages {
+            count += 1
+            if count == accepted { break }
+        }
+        #expect(count == accepted)
+        await dialer.close()
+    }
+
     @Test func plaintextConnectionsSendUnreliableMessagesReliably() async throws {
         let peers = try await LoopbackPeers(TestPeers.configuration(TestPeers.bob, .none))
         defer { peers.shutdown() }
@@ -218,7 +343,7 @@ struct PeerConnectionTests {
 
     @Test func datagramsAreDroppedNotBufferedWhenTheReaderIsBehind() async throws {
         var configuration = TestPeers.configuration(TestPeers.bob, .required)
-        configuration.receiveBufferLimit = 64 * 1024
+        configuration.unreliableBufferLimit = 64 * 1024
         let peers = try await LoopbackPeers(configuration)
         defer { peers.shutdown() }
         let dialer = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
@@ -230,9 +355,9 @@ struct PeerConnectionTests {
         }
         _ = try await dialer.ping()
         try await Task.sleep(for: .milliseconds(100))
-        // 500 KB sent, nobody read: at most the 64 KiB limit (+ one datagram) is held, the rest counted as dropped.
+        // 500 KB sent, nobody read: at most the 64 KiB limit is held, the rest counted as dropped.
         #expect(acceptor.droppedDatagrams > 0)
-        #expect(acceptor.driver.shared.unreadBytes <= 64 * 1024 + datagram.count)
+        #expect(acceptor.driver.shared.unreadBytes <= 64 * 1024)
         await dialer.close()
     }
 
@@ -358,9 +483,12 @@ struct PeerConnectionTests {
     }
 
     @Test func randomBytesAndSilentClientsAreRefusedAndRealPeersStillConnect() async throws {
+        // Time is the loop's manual clock: the silent client's handshake timeout passes without waiting for it.
+        let clock = ManualClock()
         var configuration = TestPeers.configuration(TestPeers.bob, .required)
-        configuration.handshakeTimeout = .milliseconds(800)
-        let peers = try await LoopbackPeers(configuration)
+        configuration.silenceTimeout = .seconds(600)  // the real peer's connection must outlive the jump in time
+        configuration.keepaliveInterval = .seconds(200)
+        let peers = try await LoopbackPeers(configuration, clock: clock)
         defer { peers.shutdown() }
         let port = peers.listener.localAddress.port
         // A client that sends random bytes, and one that sends nothing.
@@ -368,17 +496,100 @@ struct PeerConnectionTests {
         try garbage.send((0..<4096).map { _ in UInt8.random(in: 0...255) })
         let silent = try RawClient(port: port)
         // A real peer still gets through meanwhile.
-        let real = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
+        var dialerConfiguration = TestPeers.configuration(TestPeers.ada, .required)
+        dialerConfiguration.silenceTimeout = configuration.silenceTimeout
+        dialerConfiguration.keepaliveInterval = configuration.keepaliveInterval
+        let real = try await peers.connect(dialerConfiguration, expecting: nil)
         #expect(real.peer.fingerprint == TestPeers.bob.fingerprint)
+        let acceptedEnd = try await peers.accepted()  // established once the dialer's code nonce arrived
         var failures = peers.listener.handshakeFailures.makeAsyncIterator()
-        var codes: [ConnectionError.Code] = []
-        for _ in 0..<2 { if let failure = await failures.next() { codes.append(failure.code) } }
-        #expect(codes.contains(.notAPeer))
-        #expect(codes.contains(.handshakeTimedOut(limit: .milliseconds(800))))
+        #expect(await failures.next()?.code == .notAPeer)
+        // The silent client holds its slot until the handshake timeout (10 s by default), not a moment longer.
+        #expect(peers.listener.statistics.pending == 1)
+        clock.advance(by: .milliseconds(9_900))
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(peers.listener.statistics.pending == 1)
+        clock.advance(by: .milliseconds(100))
+        #expect(await failures.next()?.code == .handshakeTimedOut(limit: .seconds(10)))
         #expect(try await offPool { try garbage.readUntilClosed() } >= 0)
         #expect(try await offPool { try silent.readUntilClosed() } >= 0)
-        #expect(real.closeReason == nil)
+        #expect(real.closeReason == nil && acceptedEnd.closeReason == nil)
         await real.close()
+    }
+
+    @Test func oneHostCannotTakeEveryHandshakeSlot() async throws {
+        var configuration = TestPeers.configuration(TestPeers.bob, .required)
+        configuration.maximumPendingHandshakes = 16
+        configuration.maximumPendingHandshakesPerHost = 4
+        let peers = try await LoopbackPeers(configuration)
+        defer { peers.shutdown() }
+        let port = peers.listener.localAddress.port
+        // Ten silent clients from 127.0.0.1: four get a slot, the rest are answered busy.
+        let first = try (0..<10).map { _ in try RawClient(port: port) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while peers.listener.statistics.accepted < 10 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(peers.listener.statistics.pending == 4)
+        #expect(peers.listener.statistics.refusedBusy == 6)
+        // Another host (127.0.0.2) still gets slots of its own, and so does a real peer from there.
+        let second = try (0..<3).map { _ in try RawClient(port: port, from: IPv4Address(127, 0, 0, 2)) }
+        while peers.listener.statistics.accepted < 13 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(peers.listener.statistics.pending == 7)
+        #expect(peers.listener.statistics.refusedBusy == 6)
+        for client in first + second { client.close() }
+    }
+
+    @Test func aListenerKeepsAtMostItsMaximumOfConnections() async throws {
+        var configuration = TestPeers.configuration(TestPeers.bob, .none)
+        configuration.maximumConnections = 3
+        let peers = try await LoopbackPeers(configuration)
+        defer { peers.shutdown() }
+        var open: [PeerConnection] = []
+        for _ in 0..<3 {
+            open.append(try await peers.connect(TestPeers.configuration(TestPeers.ada, .none), expecting: nil))
+        }
+        let refused = await #expect(throws: ConnectionError.self) {
+            try await peers.connect(TestPeers.configuration(TestPeers.ada, .none), expecting: nil)
+        }
+        #expect(refused?.code == .tooManyConnections)
+        #expect(peers.listener.statistics.refusedFull == 1)
+        // One ends: there is room again.
+        await open.removeFirst().close()
+        var retry: PeerConnection?
+        for _ in 0..<100 where retry == nil {
+            retry = try? await peers.connect(TestPeers.configuration(TestPeers.ada, .none), expecting: nil)
+            if retry == nil { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(retry != nil)
+    }
+
+    @Test func connectionsTheApplicationDoesNotTakeAreBoundedAndClosedWithAReason() async throws {
+        var configuration = TestPeers.configuration(TestPeers.bob, .none)
+        configuration.maximumQueuedConnections = 2
+        let peers = try await LoopbackPeers(configuration)
+        defer { peers.shutdown() }
+        var dialers: [PeerConnection] = []
+        for _ in 0..<5 {
+            dialers.append(try await peers.connect(TestPeers.configuration(TestPeers.ada, .none), expecting: nil))
+        }
+        // Nobody takes from `connections`: the first two wait there, the next three are closed, saying why.
+        for dialer in dialers[2...] {
+            let reason = await dialer.closed()
+            #expect(reason.name == "closedByPeer")
+            #expect(textOf(reason).contains("not taken"), "\(reason)")
+        }
+        #expect(peers.listener.statistics.droppedUntaken == 3)
+        #expect(dialers[0].closeReason == nil && dialers[1].closeReason == nil)
+        var accepted = peers.listener.connections.makeAsyncIterator()
+        #expect(await accepted.next() != nil)
+    }
+
+    private func textOf(_ error: ConnectionError) -> String {
+        if case .closedByPeer(_, let text) = error.code { return text }
+        return ""
     }
 
     @Test func theDefaultHandshakeTimeoutIsAtMostTenSeconds() {
@@ -389,8 +600,10 @@ struct PeerConnectionTests {
     @Test func aFloodOfThousandsOfConnectionAttemptsIsBoundedAndAnsweredBusy() async throws {
         var configuration = TestPeers.configuration(TestPeers.bob, .required)
         configuration.maximumPendingHandshakes = 16
+        configuration.maximumPendingHandshakesPerHost = 16
         configuration.handshakeTimeout = .seconds(3)
-        let peers = try await LoopbackPeers(configuration)
+        let clock = ManualClock()
+        let peers = try await LoopbackPeers(configuration, clock: clock)
         defer { peers.shutdown() }
         let port = peers.listener.localAddress.port
         // Thousands of attempts: both ends of each are descriptors in this process.
@@ -415,8 +628,13 @@ struct PeerConnectionTests {
         // A refused client reads the busy answer: magic, version, kind 2, outcome 0x81.
         let answer = try await offPool { try clients[clients.count - 1].read(count: 24) }
         #expect(Array(answer.prefix(4)) == Array("MPCP".utf8) && answer[5] == 2 && answer[7] == 0x81)
-        // Once the silent ones time out, a real peer connects.
-        try await Task.sleep(for: .seconds(3.5))
+        // Once the silent ones time out (the manual clock jumps past the handshake timeout), a real peer connects.
+        clock.advance(by: .seconds(3))
+        let timeoutDeadline = ContinuousClock.now + .seconds(10)
+        while peers.listener.statistics.pending > 0 && ContinuousClock.now < timeoutDeadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(peers.listener.statistics.pending == 0)
         let real = try await peers.connect(TestPeers.configuration(TestPeers.ada, .required), expecting: nil)
         #expect(real.peer.displayName == "Bob")
         await real.close()
@@ -428,8 +646,19 @@ struct PeerConnectionTests {
 final class RawClient: @unchecked Sendable {
     private(set) var fd: Int32
 
-    init(port: UInt16) throws {
+    init(port: UInt16, from source: IPv4Address? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = source.value.bigEndian
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else { throw SystemCallError(call: "bind", errno: errno) }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian

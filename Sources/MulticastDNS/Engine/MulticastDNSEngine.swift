@@ -93,7 +93,7 @@ final class MulticastDNSEngine: @unchecked Sendable {
             monitor.start { [unowned self] changes in self.interfacesChanged(changes.current) }
         } catch {
             close()
-            throw .socket(error)
+            throw .socket(error, while: "opening the mDNS sockets")
         }
     }
 

@@ -21,7 +21,7 @@ public final class MulticastDNSStack: Sendable {
     /// - Parameters:
     ///   - configuration: interfaces, families and timings.
     ///   - loop: an event loop to run on; `nil` starts a private one that ``shutdown()`` stops.
-    /// - Throws: ``DiscoveryError`` if the sockets cannot be opened.
+    /// - Throws: ``DiscoveryError`` with code `.socket` if the sockets cannot be opened, or `.invalidHostLabel`.
     public init(configuration: DiscoveryConfiguration = .init(), loop: EventLoop? = nil) async throws(DiscoveryError) {
         let theLoop: EventLoop
         if let loop {
@@ -31,7 +31,7 @@ public final class MulticastDNSStack: Sendable {
             do {
                 theLoop = try EventLoop(name: "multipeer-mdns")
             } catch {
-                throw .socket(error)
+                throw .socket(error, while: "starting the discovery event loop")
             }
             ownsLoop = true
         }
@@ -48,7 +48,7 @@ public final class MulticastDNSStack: Sendable {
                 }
             }
         } catch {
-            result = .failure(.shutDown)
+            result = .failure(.shutDown())
         }
         if case .failure(let error) = result {
             if ownsLoop { theLoop.shutdown() }
@@ -69,7 +69,8 @@ public final class MulticastDNSStack: Sendable {
     ///   - port: the port the service listens on.
     ///   - txt: key/value pairs published with the service.
     /// - Returns: a handle that reports events, updates the TXT record and stops the advertisement.
-    /// - Throws: ``DiscoveryError`` naming the rule a name breaks, or `.shutDown`.
+    /// - Throws: ``DiscoveryError`` with code `.invalidService` naming the rule the name breaks,
+    ///   `.invalidServiceName`, `.tooManyServices`, or `.shutDown`.
     public func advertise(_ type: ServiceType, name: String, port: UInt16, txt: TXTRecord = TXTRecord())
         async throws(DiscoveryError) -> ServiceAdvertisement
     {
@@ -87,15 +88,15 @@ public final class MulticastDNSStack: Sendable {
         let result: Result<ResponderStateMachine.ServiceID, DiscoveryError>
         do {
             result = try await engine.loop.submit {
-                guard !engine.isClosed else { return .failure(.shutDown) }
+                guard !engine.isClosed else { return .failure(.shutDown()) }
                 do throws(ResponderError) {
                     return .success(try engine.register(service, name: currentName, continuation: continuation))
                 } catch {
-                    return .failure(.responder(error))
+                    return .failure(.refused(error))
                 }
             }
         } catch {
-            throw .shutDown
+            throw .shutDown()
         }
         switch result {
         case .success(let id):
@@ -141,30 +142,6 @@ public final class MulticastDNSStack: Sendable {
         let engine = engine
         _ = try? await engine.loop.submit { engine.close() }
         if ownsLoop { engine.loop.shutdown() }
-    }
-}
-
-/// Why discovery failed.
-public enum DiscoveryError: Error, Sendable, CustomStringConvertible {
-    /// A socket or interface call failed.
-    case socket(SystemCallError)
-    /// The host label is not a valid DNS label.
-    case invalidHostLabel(String, DNSNameError)
-    /// A service type, instance name or TXT record breaks a rule.
-    case invalidService(ServiceValidationError)
-    /// The responder refused the registration.
-    case responder(ResponderError)
-    /// The stack was shut down.
-    case shutDown
-
-    public var description: String {
-        switch self {
-        case .socket(let error): "mDNS socket error: \(error)"
-        case .invalidHostLabel(let label, let error): "invalid host label \"\(label)\": \(error)"
-        case .invalidService(let error): "\(error)"
-        case .responder(let error): "\(error)"
-        case .shutDown: "the mDNS stack was shut down"
-        }
     }
 }
 

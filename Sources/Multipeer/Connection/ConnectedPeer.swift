@@ -1,25 +1,59 @@
 /// The peer at the other end of an established connection.
+///
+/// Its identity is ``fingerprint``, and only when the TLS handshake proved it: on a plaintext connection
+/// `fingerprint` is nil and what the peer said about itself is in ``claimedFingerprint``, a claim anyone could
+/// make.
 public struct ConnectedPeer: Sendable, Hashable, CustomStringConvertible {
-    /// The peer's identity. Proven by the TLS handshake when ``isAuthenticated`` is true; only claimed by
-    /// the peer's hello on a plaintext connection.
-    public let fingerprint: PeerFingerprint
-    /// The name the peer asked to be shown as.
+    /// The peer's identity, proven by the TLS handshake (the peer holds the private key). Nil on a plaintext
+    /// connection, where nothing proves who the peer is.
+    public let fingerprint: PeerFingerprint?
+    /// The fingerprint the peer's hello named: the same as ``fingerprint`` with TLS; on a plaintext connection
+    /// only a claim, which must never be used as an identity.
+    public let claimedFingerprint: PeerFingerprint
+    /// The name the peer asked to be shown as (a claim for people, never an identity).
     public let displayName: String
-    /// Whether the peer proved it holds the private key of ``fingerprint`` (always true with TLS, never for
-    /// plaintext).
-    public let isAuthenticated: Bool
     /// Whether both sides proved knowledge of the same group secret.
     public let isGroupMember: Bool
     /// How the connection is protected, such as `TLSv1.3 TLS_AES_128_GCM_SHA256` or `plaintext`.
     public let protection: String
-    /// The protocol version and optional features the peer announced.
+    /// The code two people compare to confirm that they talk to each other and not to a man in the middle:
+    /// both ends of one connection show the same code, and every connection has its own. Nil on plaintext.
+    public internal(set) var verificationCode: VerificationCode?
+    /// The protocol's minor version the peer speaks.
     public let minorVersion: UInt8
     /// The optional features the peer announced.
-    public let capabilities: Frame.Capabilities
+    public let capabilities: PeerCapabilities
+    /// The longest message the peer accepts, as its hello announced; longer data goes in a stream.
+    public let maximumMessageLength: Int
 
-    /// The display name, fingerprint and protection, for logs.
+    /// Whether the peer proved its identity (TLS).
+    public var isAuthenticated: Bool { fingerprint != nil }
+
+    /// The display name, fingerprint (or claim) and protection, for logs.
     public var description: String {
-        "\(displayName) [\(fingerprint)] \(isAuthenticated ? "authenticated" : "UNAUTHENTICATED"), \(protection)"
+        guard let fingerprint else {
+            return "\(displayName) [claims \(claimedFingerprint)] UNAUTHENTICATED, \(protection)"
+        }
+        return "\(displayName) [\(fingerprint)] authenticated, \(protection)"
+    }
+}
+
+/// Optional features a peer announced when the connection was set up.
+public struct PeerCapabilities: OptionSet, Hashable, Sendable {
+    /// The capability bits, as on the wire.
+    public let rawValue: UInt32
+
+    /// Creates a set from its bits.
+    /// - Parameter rawValue: The capability bits.
+    public init(rawValue: UInt32) {
+        self.rawValue = rawValue
+    }
+
+    /// The peer takes unreliable messages as UDP datagrams keyed from the TLS session.
+    public static let unreliableDatagrams = PeerCapabilities(rawValue: 1 << 0)
+
+    init(_ capabilities: Frame.Capabilities) {
+        rawValue = capabilities.rawValue
     }
 }
 

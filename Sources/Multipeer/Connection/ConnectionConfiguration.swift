@@ -1,13 +1,20 @@
-/// How a peer sets up and runs its connections.
+/// How a peer sets up and runs its connections: identity, security, and every limit and timing, in one place.
 ///
 /// Every limit has a default chosen for a LAN with tens to thousands of peers; the reasons are next to each.
+/// ``validate()`` checks the rules between them (``PeerConnection`` and ``PeerListener`` call it).
 public struct ConnectionConfiguration: Sendable {
     /// This peer's identity: its key signs the TLS handshake, its display name goes into the hello.
     public var identity: PeerIdentity
     /// Whether connections must, may or must not be encrypted. `.required` by default.
+    ///
+    /// A connection that expects a particular peer, or has a ``groupSecret``, uses TLS whatever this allows:
+    /// only TLS proves an identity or keeps a group proof from being relayed.
     public var encryption: EncryptionPreference
-    /// The group secret both peers must know, or nil for none.
+    /// The group secret both peers must know, or nil for none. Requires TLS (`.none` with a secret is invalid).
     public var groupSecret: GroupSecret?
+
+    // MARK: Timing
+
     /// The most time from TCP connect to both hellos exchanged.
     ///
     /// 10 s: a handshake on a LAN takes milliseconds; ten seconds covers a loaded Raspberry Pi and a lossy
@@ -20,33 +27,70 @@ public struct ConnectionConfiguration: Sendable {
     public var keepaliveInterval: Duration
     /// How long a connection may receive nothing at all (not even a pong) before the peer is declared gone.
     ///
-    /// 6 s: the bound for noticing a crashed peer or a dead link, well above any LAN round trip.
+    /// 6 s: the bound for noticing a crashed peer or a dead link, well above any LAN round trip.
     public var silenceTimeout: Duration
     /// How long a graceful close waits for the peer's goodbye before closing anyway.
     public var closeTimeout: Duration
-    /// Flow-control windows.
-    public var flowControl: FlowController.Configuration
-    /// Frame codec limits.
-    public var frameLimits: FrameLimits
-    /// The scheduler's queue bounds (64 queued messages or writes per channel).
+
+    // MARK: Memory: what a peer can make this side hold
+
+    /// The connection's receive window in bytes: the most a peer can make this side hold for it in stream
+    /// data and messages (unfinished, or delivered and not yet taken by the application), all channels
+    /// together.
     ///
-    /// A deeper queue (4,096) measured faster for 64-byte messages in one scratch run and slower in the benchmark
-    /// (0.52-0.59 against 0.55-0.68 M msgs/s, same hour), so the scheduler's default stays.
-    public var scheduler: FrameScheduler.Limits
-    /// Unsent bytes a sender may queue per connection before `send` suspends.
+    /// 16 MiB: covers the bandwidth-delay product of a gigabit LAN at 100 ms or loopback at any speed.
+    public var connectionWindow: Int
+    /// The receive window of each stream in bytes: the most one stream buffers for a slow reader.
+    ///
+    /// 4 MiB: one stream alone can still fill a gigabit link at 30 ms round trip, and a quarter of the
+    /// connection window stays for the others.
+    public var streamWindow: Int
+    /// The longest message this side accepts, in bytes; announced in the hello, so a peer's larger `send` fails
+    /// at once with ``ConnectionError/Code/messageTooLarge(length:limit:)``. Larger data goes in a stream.
+    ///
+    /// 4 MiB: a photo or a document fits; a message is held whole in memory (Apple's `send` takes a `Data`),
+    /// and the connection window must hold twice the largest message (so one always fits while another is
+    /// being read), which 16 MiB does with room for streams.
+    public var maximumMessageLength: Int
+    /// The most channels (streams and message channels, both ways) open at once.
+    ///
+    /// 1024: Apple's sessions use a handful of streams and resources per peer, so more means a misbehaving
+    /// peer.
+    public var maximumChannels: Int
+    /// Unsent bytes a sender may queue per connection before `send` suspends (and `trySend` fails).
     ///
     /// 1 MiB: enough to keep the socket busy between wake-ups; beyond it the sender waits, so a slow reader
     /// keeps the sender's memory within its window plus this constant.
     public var sendBufferLimit: Int
-    /// Received messages and stream bytes the application has not taken yet, beyond which credit is held back.
+    /// Unreliable messages (datagrams) delivered but not yet read, in bytes plus a fixed charge per message,
+    /// beyond which further datagrams are dropped (and counted) instead of queued.
     ///
-    /// 4 MiB: the channel window; a reader that stops reading stops the sender within one window.
-    public var receiveBufferLimit: Int
+    /// 1 MiB: datagrams are for fresh state; an application that falls this far behind wants the newest.
+    public var unreliableBufferLimit: Int
+
+    // MARK: Listener
+
     /// The most handshakes a listener runs at once; more connections are answered "busy" and closed.
     ///
     /// 128: a LAN peer rarely has more than a few handshakes at once; 128 bounds what a flood of connection
     /// attempts can cost (each pending handshake holds a few kilobytes of TLS state).
     public var maximumPendingHandshakes: Int
+    /// The most handshakes a listener runs at once for one host (one IPv4 address, or one IPv6 /64 prefix).
+    ///
+    /// 8: one honest host connects once per session it joins; eight keeps a single host from taking every
+    /// slot of ``maximumPendingHandshakes`` for the length of a handshake timeout.
+    public var maximumPendingHandshakesPerHost: Int
+    /// The most established connections a listener keeps at once; further peers are refused with
+    /// ``ConnectionError/Code/tooManyConnections`` until some end.
+    ///
+    /// 256: far beyond a session's members (Apple allows 8), and with the windows above it bounds what peers
+    /// can make one listener hold.
+    public var maximumConnections: Int
+    /// Established connections a listener queues for the application to take from `connections`; when the
+    /// application falls this far behind, a new connection is closed with a goodbye saying so.
+    ///
+    /// 64: an application takes connections as they come; a longer queue only hides a stuck one.
+    public var maximumQueuedConnections: Int
 
     /// Creates a configuration with the defaults described on each property.
     /// - Parameters:
@@ -61,11 +105,63 @@ public struct ConnectionConfiguration: Sendable {
         keepaliveInterval = .seconds(2)
         silenceTimeout = .seconds(6)
         closeTimeout = .seconds(2)
-        flowControl = FlowController.Configuration()
-        frameLimits = .standard
-        scheduler = FrameScheduler.Limits()
+        connectionWindow = 16 << 20
+        streamWindow = 4 << 20
+        maximumMessageLength = 4 << 20
+        maximumChannels = 1024
         sendBufferLimit = 1 << 20
-        receiveBufferLimit = 4 << 20
+        unreliableBufferLimit = 1 << 20
         maximumPendingHandshakes = 128
+        maximumPendingHandshakesPerHost = 8
+        maximumConnections = 256
+        maximumQueuedConnections = 64
     }
+
+    /// Checks the rules between the settings.
+    /// - Throws: ``ConnectionError`` with code `.invalidConfiguration`, naming the rule.
+    public func validate() throws(ConnectionError) {
+        let minimumWindow = Int(FlowController.Configuration.initialCredit)
+        let maximumWindow = Int(SendWindow.maximumCredit)
+        if groupSecret != nil && encryption == .none {
+            throw .invalidConfiguration("a group secret requires TLS; encryption .none cannot use one")
+        }
+        for (name, value) in [("connectionWindow", connectionWindow), ("streamWindow", streamWindow)]
+        where !(minimumWindow...maximumWindow).contains(value) {
+            throw .invalidConfiguration("\(name) is \(value); it must be between \(minimumWindow) and \(maximumWindow)")
+        }
+        guard maximumMessageLength >= 0,
+            Int(FlowController.messageWindow(maximumMessageLength: maximumMessageLength)) <= connectionWindow,
+            maximumMessageLength <= Int(UInt32.max)
+        else {
+            let largest = FlowController.maximumMessageLength(messageWindow: UInt32(connectionWindow))
+            throw .invalidConfiguration(
+                "maximumMessageLength is \(maximumMessageLength); with a connectionWindow of \(connectionWindow) it "
+                    + "can be at most \(largest) (the window must hold two of the largest messages)")
+        }
+        for (name, value) in [
+            ("maximumChannels", maximumChannels), ("sendBufferLimit", sendBufferLimit),
+            ("maximumPendingHandshakes", maximumPendingHandshakes),
+            ("maximumPendingHandshakesPerHost", maximumPendingHandshakesPerHost),
+            ("maximumConnections", maximumConnections), ("maximumQueuedConnections", maximumQueuedConnections),
+        ] where value < 1 {
+            throw .invalidConfiguration("\(name) is \(value); it must be at least 1")
+        }
+        if keepaliveInterval <= .zero || silenceTimeout <= keepaliveInterval {
+            throw .invalidConfiguration("keepaliveInterval must be positive and shorter than silenceTimeout")
+        }
+    }
+
+    // MARK: Derived settings of the wire layer
+
+    /// The frame codec's limits.
+    var frameLimits: FrameLimits { .standard }
+    /// The flow controller's windows.
+    var flowControl: FlowController.Configuration {
+        FlowController.Configuration(
+            connectionWindow: UInt32(connectionWindow), channelWindow: UInt32(streamWindow),
+            messageWindow: FlowController.messageWindow(maximumMessageLength: maximumMessageLength),
+            maximumChannels: maximumChannels)
+    }
+    /// The scheduler's bounds.
+    var schedulerLimits: FrameScheduler.Limits { FrameScheduler.Limits() }
 }

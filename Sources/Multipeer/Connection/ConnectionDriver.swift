@@ -63,7 +63,12 @@ final class ConnectionDriver: @unchecked Sendable {
         self.ownsDatagramEndpoint = ownsDatagramEndpoint
         shared = ConnectionShared(
             sendBufferLimit: core.configuration.sendBufferLimit,
-            receiveBufferLimit: core.configuration.receiveBufferLimit)
+            unreliableBufferLimit: core.configuration.unreliableBufferLimit)
+        LiveObjects.drivers.add(1, ordering: .relaxed)
+    }
+
+    deinit {
+        LiveObjects.drivers.subtract(1, ordering: .relaxed)
     }
 
     /// Starts reading and writing. Loop thread only.
@@ -109,8 +114,8 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     private func serviceOnce() {
-        let consumed = shared.takeConsumed()
-        if consumed > 0 { core.messageConsumed(count: consumed) }
+        let taken = shared.takeTaken()
+        if taken > 0 { core.messagesTaken(taken) }
         var progress = true
         while progress {
             progress = false
@@ -200,7 +205,7 @@ final class ConnectionDriver: @unchecked Sendable {
                 continue
             }
             if !messages.isEmpty {
-                shared.deliver(batch: messages)
+                if shared.deliver(batch: messages) { serviceAgain = true }
                 messages = []
             }
             switch event {
@@ -211,13 +216,21 @@ final class ConnectionDriver: @unchecked Sendable {
                 onSetup = nil
             case .message:
                 break  // batched above
+            case .session(let message):
+                if !shared.deliverSession(message) {
+                    core.fail(
+                        .sessionQueueFull(
+                            messages: ConnectionShared.SessionInbox.maximumCount,
+                            bytes: ConnectionShared.SessionInbox.maximumCharge))
+                    serviceAgain = true
+                }
             case .channelOpened(let channel, let kind, let name):
                 guard kind != .message else { continue }
                 // A channel the peer opened and already reset within the same read has no buffer any more:
                 // the application still sees the stream, then its reset.
                 let inbound =
                     core.inbound(channel: channel)
-                    ?? StreamInbound(window: Int(core.configuration.flowControl.channelWindow))
+                    ?? StreamInbound(window: core.configuration.streamWindow)
                 let stream = PeerStream(driver: self, channel: channel, name: name, inbound: inbound)
                 streams[channel] = stream
                 // Streams nobody takes are refused, not piled up: the buffer holds at most the channel limit.
@@ -255,7 +268,7 @@ final class ConnectionDriver: @unchecked Sendable {
                 pingWaiters = [:]
             }
         }
-        if !messages.isEmpty { shared.deliver(batch: messages) }
+        if !messages.isEmpty, shared.deliver(batch: messages) { serviceAgain = true }
     }
 
     /// Registers this connection with the datagram endpoint once the core agreed on a datagram path.
@@ -264,12 +277,11 @@ final class ConnectionDriver: @unchecked Sendable {
             endpoint.localAddress.family == socket.remoteAddress.family
         else { return }
         let shared = shared
-        let limit = core.configuration.receiveBufferLimit
         guard let sealer = try? path.keys.makeSealer(),
             let opener = try? path.keys.makeOpener(counters: datagramCounters),
             endpoint.register(
                 receiverID: path.keys.receiving.receiverID, opener: opener,
-                handler: { payload in shared.deliver(payload, dropAbove: limit) })
+                handler: { payload in shared.deliverUnreliable(payload) })
         else { return }
         datagramSealer = sealer
         datagramReceiverID = path.keys.receiving.receiverID

@@ -14,25 +14,42 @@ final class ConnectionShared: Sendable {
 
     struct Inbound {
         var messages: [[UInt8]] = []
-        /// Whether each entry of `messages` came over flow-controlled channels (else a datagram).
-        var reliable: [Bool] = []
-        /// The reliable bytes handed straight to a waiting reader.
-        var handedOver = 0
+        /// Whether taking each entry of `messages` gives its credit back to the peer: true for reliable messages,
+        /// false for datagrams and for messages an iterator gave back (their credit went back when first taken).
+        var credited: [Bool] = []
+        var head = 0
         /// Bytes in `messages` not taken yet.
         var bytes = 0
+        /// Datagrams queued, in bytes plus ``FlowController/messageOverhead`` each, bounded by the unreliable limit.
+        var unreliableCharge = 0
         /// Datagrams dropped because the application was too far behind.
         var droppedDatagrams = 0
-        /// Consumed bytes reported to the loop at once: 64 KiB, or a quarter of the receive buffer limit if less.
-        var reportBatch = 65_536
-        var head = 0
         /// Tasks waiting for a message, first come first served. Unsafe continuations (no checking cost per
         /// message): each is resumed exactly once, by the delivery that removes it or by `close`.
         var readers: [UnsafeContinuation<[UInt8]?, Never>] = []
-        var consumed = 0
-        var consumeKickScheduled = false
-        /// Reliable bytes given back by an iterator (``giveBack(_:reliable:)``) whose credit was already returned:
-        /// reading them again must not return it twice.
-        var creditDebt = 0
+        /// Credited messages taken since the last report to the loop, and their cost.
+        var takenCount = 0
+        var takenCost = 0
+        /// The loop was asked to collect the report and has not yet.
+        var reportScheduled = false
+    }
+
+    /// Session-layer control messages received and not yet handled, bounded in number and size.
+    struct SessionInbox {
+        /// The most messages waiting.
+        ///
+        /// 256: the session layer handles each as it comes; an honest burst (introductions to a large mesh)
+        /// stays far below.
+        static let maximumCount = 256
+        /// The most bytes waiting (bodies plus a charge per message).
+        ///
+        /// 1 MiB: a small constant next to the connection's windows.
+        static let maximumCharge = 1 << 20
+
+        var messages: [SessionMessage] = []
+        var head = 0
+        var charge = 0
+        var readers: [UnsafeContinuation<SessionMessage?, Never>] = []
     }
 
     struct State {
@@ -40,6 +57,7 @@ final class ConnectionShared: Sendable {
         var outboundClosed: ConnectionError?
         var outbound = Outbound()
         var inbound = Inbound()
+        var session = SessionInbox()
         var closed: ConnectionError?
         var closeWaiters: [CheckedContinuation<ConnectionError, Never>] = []
     }
@@ -47,10 +65,12 @@ final class ConnectionShared: Sendable {
     let state = Mutex(State())
     /// The most unsent bytes `send` queues before it suspends.
     let sendBufferLimit: Int
+    /// The most datagram charge queued before datagrams are dropped.
+    let unreliableBufferLimit: Int
 
-    init(sendBufferLimit: Int, receiveBufferLimit: Int) {
+    init(sendBufferLimit: Int, unreliableBufferLimit: Int) {
         self.sendBufferLimit = sendBufferLimit
-        state.withLock { $0.inbound.reportBatch = max(1, min(65_536, receiveBufferLimit / 4)) }
+        self.unreliableBufferLimit = unreliableBufferLimit
     }
 
     // MARK: Outbound (application side)
@@ -113,6 +133,24 @@ final class ConnectionShared: Sendable {
                 throw ConnectionError(code: .internalFailure, reason: "\(error)")
             }
         }
+    }
+
+    /// Queues a message without ever suspending; returns whether the loop must be woken to drain.
+    /// - Throws: The close reason once closing or closed, or ``ConnectionError/Code/sendBufferFull(limit:)`` while
+    ///   ``sendBufferLimit`` bytes (or parked senders) wait.
+    func tryEnqueue(_ message: [UInt8]) throws(ConnectionError) -> Bool {
+        let result = state.withLock { state -> Result<Bool, ConnectionError> in
+            if let closed = state.closed ?? state.outboundClosed { return .failure(closed) }
+            guard state.outbound.bytes < sendBufferLimit, state.outbound.senders.isEmpty else {
+                return .failure(.sendBufferFull(limit: sendBufferLimit))
+            }
+            state.outbound.messages.append(message)
+            state.outbound.bytes += message.count
+            let wake = !state.outbound.kickScheduled
+            state.outbound.kickScheduled = true
+            return .success(wake)
+        }
+        return try result.get()
     }
 
     // MARK: Outbound (loop side)
@@ -182,21 +220,18 @@ final class ConnectionShared: Sendable {
 
     // MARK: Inbound
 
-    /// Delivers a message to the application (loop side).
-    /// - Parameter limit: For an unreliable datagram, the unread bytes beyond which it is dropped instead.
-    func deliver(_ message: [UInt8], dropAbove limit: Int? = nil) {
+    /// Delivers a datagram's message to the application (loop side): to a waiting reader, else queued unless the
+    /// queued datagrams' charge is over ``unreliableBufferLimit``, when it is dropped and counted.
+    func deliverUnreliable(_ message: [UInt8]) {
         let reader = state.withLock { state -> UnsafeContinuation<[UInt8]?, Never>? in
-            if !state.inbound.readers.isEmpty {
-                if limit == nil { state.inbound.handedOver += message.count }
-                return state.inbound.readers.removeFirst()
-            }
-            if let limit, state.inbound.bytes > limit {
+            if !state.inbound.readers.isEmpty { return state.inbound.readers.removeFirst() }
+            let charge = FlowController.messageCost(length: message.count)
+            guard state.inbound.unreliableCharge + charge <= unreliableBufferLimit else {
                 state.inbound.droppedDatagrams += 1
                 return nil
             }
-            state.inbound.messages.append(message)
-            state.inbound.reliable.append(limit == nil)
-            state.inbound.bytes += message.count
+            state.inbound.unreliableCharge += charge
+            Self.append(message, credited: false, to: &state.inbound)
             return nil
         }
         reader?.resume(returning: message)
@@ -204,39 +239,45 @@ final class ConnectionShared: Sendable {
 
     /// Delivers reliable messages in order with one lock (loop side): waiting readers get the first ones, the
     /// rest are queued.
-    func deliver(batch: [[UInt8]]) {
-        guard batch.count > 1 else {
-            if let message = batch.first { deliver(message) }
-            return
-        }
-        let handed = state.withLock { state -> [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] in
+    /// - Returns: Whether the loop should collect the taken messages' report now (``takeTaken()``).
+    @discardableResult
+    func deliver(batch: [[UInt8]]) -> Bool {
+        let (handed, report) = state.withLock { state -> ([(UnsafeContinuation<[UInt8]?, Never>, [UInt8])], Bool) in
             var handed: [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] = []
             var index = 0
             // Readers only wait while nothing is queued, so handing them the first messages keeps the order.
             while index < batch.count, !state.inbound.readers.isEmpty {
-                state.inbound.handedOver += batch[index].count
+                Self.countTaken(batch[index].count, &state.inbound)
                 handed.append((state.inbound.readers.removeFirst(), batch[index]))
                 index += 1
             }
             while index < batch.count {
-                state.inbound.messages.append(batch[index])
-                state.inbound.reliable.append(true)
-                state.inbound.bytes += batch[index].count
+                Self.append(batch[index], credited: true, to: &state.inbound)
                 index += 1
             }
-            return handed
+            return (handed, Self.reportDue(&state.inbound))
         }
         for (reader, message) in handed { reader.resume(returning: message) }
+        return report
+    }
+
+    private static func append(_ message: [UInt8], credited: Bool, to inbound: inout Inbound) {
+        inbound.messages.append(message)
+        inbound.credited.append(credited)
+        inbound.bytes += message.count
     }
 
     /// Bytes of delivered messages the application has not taken yet.
     var unreadBytes: Int { state.withLock { $0.inbound.bytes } }
 
+    /// Messages delivered and not taken yet.
+    var unreadCount: Int { state.withLock { $0.inbound.messages.count - $0.inbound.head } }
+
     /// Datagrams dropped because the application did not read fast enough.
     var droppedDatagrams: Int { state.withLock { $0.inbound.droppedDatagrams } }
 
-    /// The next message, or nil once the connection closed and every message was taken. `wake` is called
-    /// when the loop should be told how many reliable bytes the application took (to return their credit).
+    /// The next message, or nil once the connection closed and every message was taken. `wake` is called when
+    /// the loop should collect how many messages the application took (to give their credit back).
     nonisolated(nonsending) func nextMessage(consumed wake: @escaping @Sendable () -> Void) async -> [UInt8]? {
         enum Decision {
             case message([UInt8], wake: Bool)
@@ -244,7 +285,7 @@ final class ConnectionShared: Sendable {
             case wait
         }
         let decision = state.withLock { state -> Decision in
-            if let (message, wake) = Self.pop(&state.inbound) { return .message(message, wake: wake) }
+            if let message = Self.pop(&state.inbound) { return .message(message, wake: Self.reportDue(&state.inbound)) }
             return state.closed == nil ? .wait : .end
         }
         switch decision {
@@ -254,9 +295,9 @@ final class ConnectionShared: Sendable {
         case .end:
             return nil
         case .wait:
-            let message = await withUnsafeContinuation { (continuation: UnsafeContinuation<[UInt8]?, Never>) in
+            return await withUnsafeContinuation { (continuation: UnsafeContinuation<[UInt8]?, Never>) in
                 let ready = state.withLock { state -> ([UInt8]?, Bool)? in
-                    if let (message, wake) = Self.pop(&state.inbound) { return (message, wake) }
+                    if let message = Self.pop(&state.inbound) { return (message, Self.reportDue(&state.inbound)) }
                     if state.closed != nil { return (nil, false) }
                     state.inbound.readers.append(continuation)
                     return nil
@@ -266,67 +307,47 @@ final class ConnectionShared: Sendable {
                     continuation.resume(returning: message)
                 }
             }
-            let shouldWake = state.withLock { state in
-                state.inbound.consumed += state.inbound.handedOver
-                state.inbound.handedOver = 0
-                return Self.shouldReportConsumed(&state.inbound)
-            }
-            if shouldWake { wake() }
-            return message
         }
     }
 
     /// Up to `limit` queued messages (at least one, whatever its size, and then no more than 64 KiB in all), or
     /// a message a waiting reader was handed; empty once the connection closed and every message was taken.
     /// Taking several under one lock is what lets a reader keep up with many small messages.
-    /// The messages come with whether each came over the reliable channels, for ``giveBack(_:reliable:)``:
-    /// `reliable` is empty when all of them did (the usual case, which then costs no array).
     nonisolated(nonsending) func nextMessages(limit: Int, consumed wake: @escaping @Sendable () -> Void) async
-        -> (messages: [[UInt8]], reliable: [Bool])
+        -> [[UInt8]]
     {
-        let (batch, reliable, shouldWake) = state.withLock { state -> ([[UInt8]], [Bool], Bool) in
+        let (batch, shouldWake) = state.withLock { state -> ([[UInt8]], Bool) in
             var batch: [[UInt8]] = []
-            var reliable: [Bool] = []
             var bytes = 0
-            var shouldWake = false
-            while batch.count < limit, bytes < 65_536, state.inbound.head < state.inbound.messages.count {
-                let isReliable = state.inbound.reliable[state.inbound.head]
-                if !isReliable && reliable.isEmpty { reliable = Array(repeating: true, count: batch.count) }
-                if !reliable.isEmpty { reliable.append(isReliable) }
-                guard let (message, wake) = Self.pop(&state.inbound) else { break }
+            while batch.count < limit, bytes < 65_536, let message = Self.pop(&state.inbound) {
                 batch.append(message)
                 bytes += message.count
-                shouldWake = shouldWake || wake
             }
-            return (batch, reliable, shouldWake)
+            return (batch, Self.reportDue(&state.inbound))
         }
         if shouldWake { wake() }
-        if !batch.isEmpty { return (batch, reliable) }
-        guard let message = await nextMessage(consumed: wake) else { return ([], []) }
-        return ([message], [])
+        if !batch.isEmpty { return batch }
+        guard let message = await nextMessage(consumed: wake) else { return [] }
+        return [message]
     }
 
     /// Puts messages an iterator took but never handed out back in front of the queue, in order (the iterator
     /// was dropped, say after a `break`): the next reader gets them, and nothing is lost. Their credit was
-    /// returned when they were taken, so it is not returned again when they are read.
-    func giveBack(_ messages: ArraySlice<[UInt8]>, reliable: ArraySlice<Bool>) {
+    /// counted when they were taken, so they are queued as uncredited.
+    func giveBack(_ messages: ArraySlice<[UInt8]>) {
         guard !messages.isEmpty else { return }
-        let reliable = reliable.isEmpty ? ArraySlice(repeating: true, count: messages.count) : reliable
         let resumed = state.withLock { state -> [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] in
             if state.inbound.head > 0 {
                 state.inbound.messages.removeSubrange(0..<state.inbound.head)
-                state.inbound.reliable.removeSubrange(0..<state.inbound.head)
+                state.inbound.credited.removeSubrange(0..<state.inbound.head)
                 state.inbound.head = 0
             }
             state.inbound.messages.insert(contentsOf: messages, at: 0)
-            state.inbound.reliable.insert(contentsOf: reliable, at: 0)
-            for (message, isReliable) in zip(messages, reliable) {
-                state.inbound.bytes += message.count
-                if isReliable { state.inbound.creditDebt += message.count }
-            }
+            state.inbound.credited.insert(contentsOf: repeatElement(false, count: messages.count), at: 0)
+            for message in messages { state.inbound.bytes += message.count }
             // A reader waiting now found the queue empty: it gets the first of them.
             var resumed: [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] = []
-            while !state.inbound.readers.isEmpty, let (message, _) = Self.pop(&state.inbound) {
+            while !state.inbound.readers.isEmpty, let message = Self.pop(&state.inbound) {
                 resumed.append((state.inbound.readers.removeFirst(), message))
             }
             return resumed
@@ -334,45 +355,99 @@ final class ConnectionShared: Sendable {
         for (reader, message) in resumed { reader.resume(returning: message) }
     }
 
-    /// Reads taken since the last report are told to the loop in batches of ``consumedReportBatch`` bytes: the
-    /// loop only needs them to release credit it held back, which starts at ``ConnectionConfiguration/
-    /// receiveBufferLimit`` unread bytes, well above one batch. Waking the loop for every message would cost a
-    /// thread wake-up per message.
-    private static func shouldReportConsumed(_ inbound: inout Inbound) -> Bool {
-        guard inbound.consumed >= inbound.reportBatch, !inbound.consumeKickScheduled else { return false }
-        inbound.consumeKickScheduled = true
+    /// Counts a credited message as taken.
+    private static func countTaken(_ length: Int, _ inbound: inout Inbound) {
+        inbound.takenCount += 1
+        inbound.takenCost += FlowController.messageCost(length: length)
+    }
+
+    /// Taken messages are reported to the loop in batches of ``FlowController/messageReportBatch`` of cost:
+    /// waking the loop for every message would cost a thread wake-up per message, and the peer's message window
+    /// leaves room for one unreported batch.
+    private static func reportDue(_ inbound: inout Inbound) -> Bool {
+        guard inbound.takenCost >= FlowController.messageReportBatch, !inbound.reportScheduled else { return false }
+        inbound.reportScheduled = true
         return true
     }
 
-    /// Takes the first queued message; returns it and whether the loop must be woken to return credit.
-    private static func pop(_ inbound: inout Inbound) -> ([UInt8], Bool)? {
+    /// Takes the first queued message, counting its credit if it has some.
+    private static func pop(_ inbound: inout Inbound) -> [UInt8]? {
         guard inbound.head < inbound.messages.count else { return nil }
-        let message = inbound.messages[inbound.head]
-        let reliable = inbound.reliable[inbound.head]
-        inbound.messages[inbound.head] = []
+        var message: [UInt8] = []
+        swap(&message, &inbound.messages[inbound.head])
+        if inbound.credited[inbound.head] {
+            countTaken(message.count, &inbound)
+        } else {
+            inbound.unreliableCharge = max(
+                0, inbound.unreliableCharge - FlowController.messageCost(length: message.count))
+        }
         inbound.head += 1
         inbound.bytes -= message.count
+        // Compacted as it is read: a queue that never fully drains (a reader just keeping up) still stays within
+        // twice its unread entries.
         if inbound.head == inbound.messages.count {
             let keep = inbound.messages.count <= 4096
             inbound.messages.removeAll(keepingCapacity: keep)
-            inbound.reliable.removeAll(keepingCapacity: keep)
+            inbound.credited.removeAll(keepingCapacity: keep)
+            inbound.head = 0
+        } else if inbound.head >= 64 && inbound.head * 2 >= inbound.messages.count {
+            inbound.messages.removeSubrange(0..<inbound.head)
+            inbound.credited.removeSubrange(0..<inbound.head)
             inbound.head = 0
         }
-        guard reliable else { return (message, false) }
-        let owed = min(inbound.creditDebt, message.count)
-        inbound.creditDebt -= owed
-        inbound.consumed += message.count - owed
-        return (message, shouldReportConsumed(&inbound))
+        return message
     }
 
-    /// Bytes the application took since the last call (loop side).
-    func takeConsumed() -> Int {
+    /// How many credited messages the application took since the last call (loop side).
+    func takeTaken() -> Int {
         state.withLock { state in
             defer {
-                state.inbound.consumed = 0
-                state.inbound.consumeKickScheduled = false
+                state.inbound.takenCount = 0
+                state.inbound.takenCost = 0
+                state.inbound.reportScheduled = false
             }
-            return state.inbound.consumed
+            return state.inbound.takenCount
+        }
+    }
+
+    // MARK: Session messages
+
+    /// Queues a session message for the session layer (loop side).
+    /// - Returns: False when the queue is over its bounds: the peer sends faster than they are handled.
+    func deliverSession(_ message: SessionMessage) -> Bool {
+        let result = state.withLock { state -> (UnsafeContinuation<SessionMessage?, Never>?, Bool) in
+            if !state.session.readers.isEmpty { return (state.session.readers.removeFirst(), true) }
+            let queued = state.session.messages.count - state.session.head
+            guard queued < SessionInbox.maximumCount,
+                state.session.charge + message.charge <= SessionInbox.maximumCharge
+            else { return (nil, false) }
+            state.session.messages.append(message)
+            state.session.charge += message.charge
+            return (nil, true)
+        }
+        result.0?.resume(returning: message)
+        return result.1
+    }
+
+    /// The next session message, or nil once the connection closed and every message was taken.
+    nonisolated(nonsending) func nextSessionMessage() async -> SessionMessage? {
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<SessionMessage?, Never>) in
+            let ready = state.withLock { state -> SessionMessage?? in
+                if state.session.head < state.session.messages.count {
+                    let message = state.session.messages[state.session.head]
+                    state.session.head += 1
+                    state.session.charge -= message.charge
+                    if state.session.head == state.session.messages.count {
+                        state.session.messages.removeAll(keepingCapacity: true)
+                        state.session.head = 0
+                    }
+                    return .some(message)
+                }
+                if state.closed != nil { return .some(nil) }
+                state.session.readers.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
         }
     }
 
@@ -380,19 +455,22 @@ final class ConnectionShared: Sendable {
 
     /// Records the end of the connection and wakes everyone waiting.
     func close(_ error: ConnectionError) {
-        let (senders, readers, waiters) = state.withLock { state in
+        let (senders, readers, sessionReaders, waiters) = state.withLock { state in
             if state.closed == nil { state.closed = error }
             let senders = state.outbound.senders.map(\.continuation)
             state.outbound.senders = []
             let readers = state.inbound.readers
             state.inbound.readers = []
+            let sessionReaders = state.session.readers
+            state.session.readers = []
             let waiters = state.closeWaiters
             state.closeWaiters = []
-            return (senders, readers, waiters)
+            return (senders, readers, sessionReaders, waiters)
         }
         let final = closedError ?? error
         for sender in senders { sender.resume(throwing: final) }
         for reader in readers { reader.resume(returning: nil) }
+        for reader in sessionReaders { reader.resume(returning: nil) }
         for waiter in waiters { waiter.resume(returning: final) }
     }
 

@@ -2,19 +2,22 @@
 ///
 /// When both peers are configured with a group secret, each sends in its hello
 /// `HMAC-SHA-256(secret, "swift-multipeer group proof v1" || role || binding)`, where `role` is 1 for the
-/// dialer and 2 for the acceptor and `binding` is 32 bytes unique to this connection: the TLS exporter value
-/// for the label ``exporterLabel`` (RFC 8446 section 7.5), or, on a plaintext connection, the SHA-256 of
-/// both preamble nonces. The proof never reveals the secret, cannot be replayed on another connection, and a
-/// man in the middle who relays it cannot use it, because his two TLS sessions have different exporter
-/// values. A peer whose proof is missing or wrong is refused with
+/// dialer and 2 for the acceptor and `binding` is the TLS exporter value for the label ``exporterLabel``
+/// (RFC 8446 section 7.5), unique to this connection. The proof never reveals the secret, cannot be replayed on
+/// another connection, and a man in the middle who relays it cannot use it, because his two TLS sessions have
+/// different exporter values. A peer whose proof is missing or wrong is refused with
 /// ``ConnectionError/Code/groupSecretMismatch``.
+///
+/// A group secret requires TLS: a connection configured with one refuses plaintext
+/// (``ConnectionError/Code/plaintextRefused``), because a proof bound to anything both sides send in clear
+/// proves nothing against an attacker who relays it, and `.none` with a group secret is an invalid
+/// configuration.
 public struct GroupSecret: Sendable, Hashable {
     /// The fewest bytes a secret may have.
     public static let minimumByteCount = 32
     /// The TLS exporter label of the binding value.
     static let exporterLabel = "EXPORTER-swift-multipeer group"
     static let proofContext = Array("swift-multipeer group proof v1".utf8)
-    static let plaintextBindingContext = Array("swift-multipeer plaintext binding v1".utf8)
 
     let bytes: [UInt8]
 
@@ -41,10 +44,5 @@ public struct GroupSecret: Sendable, Hashable {
     /// Whether `proof` is the proof the other side must send.
     func verify(_ proof: [UInt8], binding: [UInt8], fromDialer: Bool) -> Bool {
         HMACSHA256.constantTimeEqual(proof, self.proof(binding: binding, isDialer: fromDialer))
-    }
-
-    /// The binding value of a plaintext connection.
-    static func plaintextBinding(dialerNonce: [UInt8], acceptorNonce: [UInt8]) -> [UInt8] {
-        SHA256.hash(plaintextBindingContext + dialerNonce + acceptorNonce)
     }
 }

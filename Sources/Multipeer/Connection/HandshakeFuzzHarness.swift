@@ -4,19 +4,22 @@ internal import MultipeerIO
 /// plaintext connection does with the frames that follow, fed arbitrary bytes from an unauthenticated peer.
 ///
 /// The properties: nothing crashes; a connection that ends reports exactly one reason, with text; a peer's
-/// bytes never make this side's output grow beyond a bound. Exposed as SPI for `mdns-fuzz` only.
-@_spi(Fuzzing)
-public enum HandshakeFuzzHarness {
+/// bytes never make this side's output grow beyond a bound. Package access, for `mdns-fuzz`.
+package enum HandshakeFuzzHarness {
     static let identity = try! PeerIdentity.generate(displayName: "fuzz")
-    static let secret = try! GroupSecret([UInt8](repeating: 0x5A, count: 32))
 
-    /// Runs one input against an acceptor and a dialer; traps on a broken property.
-    public static func check(_ bytes: [UInt8]) {
+    /// Runs one input against an acceptor and a dialer, with the default limits and with small ones (so the
+    /// message-length and window checks are reached by short inputs); traps on a broken property.
+    package static func check(_ bytes: [UInt8]) {
         let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
         for role in [ConnectionCore.Role.acceptor, .dialer] {
-            for withSecret in [false, true] {
+            for small in [false, true] {
                 var configuration = ConnectionConfiguration(identity: identity, encryption: .none)
-                if withSecret { configuration.groupSecret = secret }
+                if small {
+                    configuration.maximumMessageLength = 16
+                    configuration.connectionWindow = Int(FlowController.Configuration.initialCredit)
+                    configuration.streamWindow = Int(FlowController.Configuration.initialCredit)
+                }
                 run(role: role, configuration: configuration, chunks: [bytes[..<split], bytes[split...]])
             }
         }
@@ -57,18 +60,21 @@ public enum HandshakeFuzzHarness {
     }
 
     /// Valid openings to start from: an offer, an answer, and an offer followed by a hello and frames.
-    public static func seeds() -> [[UInt8]] {
+    package static func seeds() -> [[UInt8]] {
         let encoder = FrameEncoder()
         let nonce = [UInt8](repeating: 3, count: Preamble.nonceLength)
         let offer = Preamble(kind: .offer, preference: .none, outcome: .none, nonce: nonce).bytes
         let answer = Preamble(kind: .answer, preference: .none, outcome: .plaintext, nonce: nonce).bytes
-        let hello = Frame.Hello(displayName: "seed", fingerprint: identity.fingerprint.bytes)
+        let hello = Frame.Hello(
+            displayName: "seed", fingerprint: identity.fingerprint.bytes, maximumMessageLength: 1 << 20)
         let proofHello = Frame.Hello(
             displayName: "seed", fingerprint: identity.fingerprint.bytes,
-            groupProof: [UInt8](repeating: 9, count: 32))
+            groupProof: [UInt8](repeating: 9, count: 32), maximumMessageLength: 1 << 20)
         let frames: [Frame] = [
             .ping(token: 1), .channelOpen(channel: 2, kind: .message, name: "", initialWindow: 262_144),
             .message(channel: 2, fragment: .init(id: 0, totalLength: 3, isLast: true, bytes: [1, 2, 3])),
+            .message(channel: 2, fragment: .init(id: 1, totalLength: 70_000, isLast: false, bytes: [1])),
+            .session(SessionMessage(kind: 1, body: [1])), .codeReveal(nonce: [UInt8](repeating: 1, count: 32)),
             .channelOpen(channel: 4, kind: .stream, name: "s", initialWindow: 262_144),
             .channelData(channel: 4, bytes: [9, 9]), .channelClose(channel: 4), .windowUpdate(channel: 0, increment: 9),
             .goodbye(reason: 0, text: "bye"),

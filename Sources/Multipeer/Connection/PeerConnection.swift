@@ -6,7 +6,8 @@ public import MultipeerIO
 /// Make one with ``connect(to:expecting:configuration:loop:)`` or receive it from a ``PeerListener``. All
 /// methods are safe from any task; the connection's state lives on its event loop.
 public final class PeerConnection: Sendable {
-    /// Who is at the other end, as proven by the handshake.
+    /// Who is at the other end: its identity as the TLS handshake proved it (nil on plaintext, where the peer's
+    /// fingerprint is only a claim), its display name, and the connection's verification code.
     public let peer: ConnectedPeer
     /// The peer's TCP address.
     public let remoteAddress: SocketAddress
@@ -33,7 +34,12 @@ public final class PeerConnection: Sendable {
         self.remoteAddress = remoteAddress
         self.driver = driver
         incomingStreams = streams
+        LiveObjects.connections.add(1, ordering: .relaxed)
     }
+
+    /// The code two people compare to confirm this connection has no man in the middle (see
+    /// ``VerificationCode``); the same at both ends, different for every connection. Nil on plaintext.
+    public var verificationCode: VerificationCode? { peer.verificationCode }
 
     /// Connects to a peer: TCP, the preamble, TLS 1.3 with mutual authentication (unless both sides settle on
     /// plaintext), and the hello exchange.
@@ -41,8 +47,10 @@ public final class PeerConnection: Sendable {
     /// - Parameters:
     ///   - address: The peer's address, from discovery.
     ///   - expecting: The identity discovery advertised for the peer; the handshake fails with
-    ///     ``ConnectionError/Code/identityMismatch(expected:actual:)`` unless the far side proves it. Nil
-    ///     accepts whoever answers.
+    ///     ``ConnectionError/Code/identityMismatch(expected:actual:)`` unless the far side proves it, and the
+    ///     connection uses TLS whatever the configuration's encryption preference allows (plaintext is refused
+    ///     with ``ConnectionError/Code/plaintextRefused``: only TLS proves an identity). Nil accepts whoever
+    ///     answers.
     ///   - configuration: This side's identity and settings.
     ///   - loop: The event loop that will own the connection.
     /// - Returns: The established connection.
@@ -51,43 +59,56 @@ public final class PeerConnection: Sendable {
         to address: SocketAddress, expecting: PeerFingerprint?, configuration: ConnectionConfiguration,
         loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {
+        try configuration.validate()
+        if expecting != nil && configuration.encryption == .none {
+            throw .invalidConfiguration(
+                "expecting a particular peer needs TLS, which encryption .none refuses; use .optional or .required")
+        }
         let contexts = TLSContexts.of(configuration.identity)
+        // Cancelling the waiting task closes the socket or aborts the handshake, whichever is under way.
+        let pending = PendingConnect(address: address)
         do {
-            return try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<PeerConnection, any Error>) in
-                let accepted = loop.execute {
-                    TCPConnection.connect(to: address, loop: loop) { result in
-                        switch result {
-                        case .failure(let error):
-                            continuation.resume(
-                                throwing: ConnectionError(
-                                    code: .socket(call: error.call, errno: error.errno),
-                                    reason: "could not connect to \(address): \(error)"))
-                        case .success(let socket):
-                            // Unreliable messages get a UDP endpoint of their own on the same local address.
-                            let endpoint =
-                                configuration.encryption.allowsEncryption
-                                ? try? DatagramEndpoint(
-                                    bindingTo: SocketAddress(socket.localAddress.address, port: 0), loop: loop)
-                                : nil
-                            let core = ConnectionCore(
-                                role: .dialer, configuration: configuration, expectedPeer: expecting,
-                                now: loop.clock.now(), datagramPort: endpoint?.localAddress.port,
-                                makeTLS: contexts.makeRecordLayer(expecting: expecting))
-                            let driver = ConnectionDriver(
-                                loop: loop, core: core, socket: socket, datagramEndpoint: endpoint,
-                                ownsDatagramEndpoint: true)
-                            let connection = PeerConnection.pending(driver: driver, remote: address)
-                            driver.onSetup = { result in
-                                continuation.resume(with: result.map(connection).mapError { $0 })
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation {
+                    (continuation: CheckedContinuation<PeerConnection, any Error>) in
+                    let accepted = loop.execute {
+                        guard pending.begin(continuation) else { return }
+                        pending.socket = TCPConnection.beginConnect(to: address, loop: loop) { result in
+                            switch result {
+                            case .failure(let error):
+                                pending.finish(
+                                    .failure(
+                                        ConnectionError(
+                                            code: .socket(call: error.call, errno: error.errno),
+                                            reason: "could not connect to \(address): \(error)")))
+                            case .success(let socket):
+                                // Unreliable messages get a UDP endpoint of their own on the same local address.
+                                let endpoint =
+                                    configuration.encryption.allowsEncryption
+                                    ? try? DatagramEndpoint(
+                                        bindingTo: SocketAddress(socket.localAddress.address, port: 0), loop: loop)
+                                    : nil
+                                let core = ConnectionCore(
+                                    role: .dialer, configuration: configuration, expectedPeer: expecting,
+                                    now: loop.clock.now(), datagramPort: endpoint?.localAddress.port,
+                                    makeTLS: contexts.makeRecordLayer(expecting: expecting))
+                                let driver = ConnectionDriver(
+                                    loop: loop, core: core, socket: socket, datagramEndpoint: endpoint,
+                                    ownsDatagramEndpoint: true)
+                                let connection = PeerConnection.pending(driver: driver, remote: address)
+                                pending.socket = nil
+                                pending.driver = driver
+                                driver.onSetup = { result in pending.finish(result.map(connection)) }
+                                driver.start()
                             }
-                            driver.start()
                         }
                     }
+                    if !accepted {
+                        continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the loop stopped"))
+                    }
                 }
-                if !accepted {
-                    continuation.resume(throwing: ConnectionError(code: .closedLocally, reason: "the loop stopped"))
-                }
+            } onCancel: {
+                _ = loop.execute { pending.cancel() }
             }
         } catch {
             throw ConnectionError.wrapping(error)
@@ -98,7 +119,7 @@ public final class PeerConnection: Sendable {
     /// after its hello is lost; returns the function that makes the connection once the peer is known.
     static func pending(driver: ConnectionDriver, remote: SocketAddress) -> (ConnectedPeer) -> PeerConnection {
         let (streams, continuation) = AsyncStream<PeerStream>.makeStream(
-            bufferingPolicy: .bufferingOldest(driver.core.configuration.flowControl.maximumChannels))
+            bufferingPolicy: .bufferingOldest(driver.core.configuration.maximumChannels))
         driver.incomingStreams = continuation
         return { peer in
             PeerConnection(
@@ -112,17 +133,31 @@ public final class PeerConnection: Sendable {
     /// Returns once the message is queued; suspends while more than
     /// ``ConnectionConfiguration/sendBufferLimit`` bytes wait to be sent, so a slow peer slows the sender
     /// instead of growing memory.
-    /// - Parameter message: At most ``FrameLimits/maximumMessageLength`` bytes.
-    /// - Throws: ``ConnectionError`` if the connection is closing or closed.
+    /// - Parameter message: At most the peer's ``ConnectedPeer/maximumMessageLength`` bytes.
+    /// - Throws: ``ConnectionError`` if the message is too long for the peer
+    ///   (``ConnectionError/Code/messageTooLarge(length:limit:)``) or the connection is closing or closed.
     public nonisolated(nonsending) func send(_ message: [UInt8]) async throws(ConnectionError) {
-        let limit = driver.core.configuration.frameLimits.maximumMessageLength
-        guard UInt64(message.count) <= limit else {
-            throw ConnectionError(
-                code: .invalidConfiguration,
-                reason: "a \(message.count)-byte message exceeds the \(limit)-byte limit; send it as a stream")
-        }
+        try checkLength(message)
         let driver = driver
         try await driver.shared.enqueue(message) { driver.serviceAfterSend() }
+    }
+
+    /// Sends a message reliably and in order without ever suspending, for callers that cannot wait (such as
+    /// Apple's synchronous `MCSession.send`).
+    /// - Parameter message: At most the peer's ``ConnectedPeer/maximumMessageLength`` bytes.
+    /// - Throws: ``ConnectionError``: ``ConnectionError/Code/sendBufferFull(limit:)`` at once when
+    ///   ``ConnectionConfiguration/sendBufferLimit`` bytes already wait (the peer is behind; try later or use
+    ///   ``send(_:)``), ``ConnectionError/Code/messageTooLarge(length:limit:)``, or the reason the connection is
+    ///   closing or closed.
+    public func trySend(_ message: [UInt8]) throws(ConnectionError) {
+        try checkLength(message)
+        if try driver.shared.tryEnqueue(message) { driver.serviceAfterSend() }
+    }
+
+    private func checkLength(_ message: [UInt8]) throws(ConnectionError) {
+        guard message.count <= peer.maximumMessageLength else {
+            throw .messageTooLarge(length: message.count, limit: peer.maximumMessageLength)
+        }
     }
 
     /// Sends a message that may be lost (Apple's `.unreliable` mode): one AES-GCM-protected UDP datagram,
@@ -181,11 +216,9 @@ public final class PeerConnection: Sendable {
                 if let batch, let message = batch.next() { return message }
                 batch = nil
                 let driver = connection.driver
-                let (messages, reliable) = await driver.shared.nextMessages(limit: 64) { driver.serviceSoon() }
+                let messages = await driver.shared.nextMessages(limit: 64) { driver.serviceSoon() }
                 guard let first = messages.first else { return nil }
-                if messages.count > 1 {
-                    batch = TakenMessages(shared: driver.shared, messages: messages, reliable: reliable, handedOut: 1)
-                }
+                if messages.count > 1 { batch = TakenMessages(shared: driver.shared, messages: messages, handedOut: 1) }
                 return first
             }
         }
@@ -196,14 +229,11 @@ public final class PeerConnection: Sendable {
     final class TakenMessages {
         private let shared: ConnectionShared
         private var messages: [[UInt8]]
-        /// Whether each message came over the reliable channels; empty when all did.
-        private let reliable: [Bool]
         private var index: Int
 
-        init(shared: ConnectionShared, messages: [[UInt8]], reliable: [Bool], handedOut: Int) {
+        init(shared: ConnectionShared, messages: [[UInt8]], handedOut: Int) {
             self.shared = shared
             self.messages = messages
-            self.reliable = reliable
             index = handedOut
             for handed in 0..<handedOut { self.messages[handed] = [] }
         }
@@ -220,7 +250,7 @@ public final class PeerConnection: Sendable {
 
         deinit {
             guard index < messages.count else { return }
-            shared.giveBack(messages[index...], reliable: reliable.isEmpty ? [] : reliable[index...])
+            shared.giveBack(messages[index...])
         }
     }
 
@@ -270,6 +300,51 @@ public final class PeerConnection: Sendable {
     /// A connection nobody holds any more closes gracefully, instead of being kept alive by its keepalives.
     deinit {
         driver.requestClose(code: 0, text: "released")
+        LiveObjects.connections.subtract(1, ordering: .relaxed)
+    }
+
+    // MARK: - The session layer's control messages
+
+    /// Queues a session-layer control message: sent ahead of messages and stream data, in order with the other
+    /// session messages. Never suspends. If the connection's control queue is full (the peer has not read a
+    /// thousand control frames), the connection ends with ``ConnectionError/Code/resourceLimit``.
+    /// - Throws: ``ConnectionError`` if the body is too long, or the connection is closing or closed.
+    func sendSessionMessage(_ message: SessionMessage) throws(ConnectionError) {
+        guard message.body.count <= SessionMessage.maximumBodyLength else {
+            throw .sessionMessageTooLarge(message.body.count)
+        }
+        let driver = driver
+        if let closed = driver.shared.closedError { throw closed }
+        let accepted = driver.loop.execute {
+            do throws(ConnectionError) {
+                try driver.core.sendSessionMessage(message)
+            } catch  where error.code == .resourceLimit {
+                driver.core.fail(error)
+            } catch {
+                // Closing or closed: the close reason reaches the session layer through `closed()`.
+            }
+            driver.service()
+        }
+        if !accepted { throw .closedLocally("the event loop was shut down") }
+    }
+
+    /// The session messages the peer sends, in order; ends when the connection closes. Unread, at most 256
+    /// messages or 1 MiB wait; a peer that sends more is disconnected with ``ConnectionError/Code/resourceLimit``.
+    var sessionMessages: SessionMessages { SessionMessages(connection: self) }
+
+    /// The peer's session messages as an `AsyncSequence`.
+    struct SessionMessages: AsyncSequence, Sendable {
+        let connection: PeerConnection
+
+        func makeAsyncIterator() -> Iterator { Iterator(connection: connection) }
+
+        struct Iterator: AsyncIteratorProtocol {
+            let connection: PeerConnection
+
+            nonisolated(nonsending) mutating func next() async -> SessionMessage? {
+                await connection.driver.shared.nextSessionMessage()
+            }
+        }
     }
 
     /// Closes the TCP connection at once, without a goodbye; the peer sees the connection lost.

@@ -4,10 +4,13 @@ internal import Synchronization
 /// Accepts connections from peers: runs each handshake (preamble, TLS, hello) on the event loop and yields
 /// the connections that finished it.
 ///
-/// At most ``ConnectionConfiguration/maximumPendingHandshakes`` handshakes run at once; further connection
-/// attempts are answered "busy" and closed at once, and every handshake has
-/// ``ConnectionConfiguration/handshakeTimeout``, so a flood of connections or a client that sends nothing
-/// cannot exhaust memory or keep real peers out. Failed handshakes are reported with their reason in
+/// At most ``ConnectionConfiguration/maximumPendingHandshakes`` handshakes run at once, at most
+/// ``ConnectionConfiguration/maximumPendingHandshakesPerHost`` of them for one host; further connection attempts
+/// are answered "busy" and closed at once, and every handshake has ``ConnectionConfiguration/handshakeTimeout``,
+/// so a flood of connections or a client that sends nothing cannot exhaust memory or keep real peers out. At
+/// most ``ConnectionConfiguration/maximumConnections`` connections are kept (more are answered "full"), and at
+/// most ``ConnectionConfiguration/maximumQueuedConnections`` wait in ``connections`` for the application (a
+/// connection beyond is closed with a goodbye saying why). Failed handshakes are reported with their reason in
 /// ``handshakeFailures`` and counted in ``statistics``.
 public final class PeerListener: Sendable {
     /// Counters of what the listener saw.
@@ -16,8 +19,14 @@ public final class PeerListener: Sendable {
         public var accepted = 0
         /// Handshakes that finished: connections yielded.
         public var established = 0
-        /// Connections answered "busy" because too many handshakes were running.
+        /// Connections answered "busy" because too many handshakes were running (in all, or from that host).
         public var refusedBusy = 0
+        /// Connections answered "full" because the listener had its maximum of connections.
+        public var refusedFull = 0
+        /// Established connections closed because the application had not taken the ones queued before them.
+        public var droppedUntaken = 0
+        /// Connections established and not ended yet.
+        public var open = 0
         /// Handshakes that failed (timeout, mismatch, garbage, ...).
         public var failed = 0
         /// Handshakes running now.
@@ -26,7 +35,8 @@ public final class PeerListener: Sendable {
 
     /// The address the listener is bound to (with the port the system chose for port 0).
     public let localAddress: SocketAddress
-    /// Connections whose handshake finished, in that order. Ends when the listener closes.
+    /// Connections whose handshake finished, in that order; at most
+    /// ``ConnectionConfiguration/maximumQueuedConnections`` wait here. Ends when the listener closes.
     public let connections: AsyncStream<PeerConnection>
     /// Why handshakes failed, newest kept when nobody reads (at most 64 waiting).
     public let handshakeFailures: AsyncStream<ConnectionError>
@@ -37,13 +47,16 @@ public final class PeerListener: Sendable {
     ///   - configuration: This side's identity and settings.
     ///   - address: Where to listen, such as `[::]:0` (all interfaces, any port) or a loopback address.
     ///   - loop: The event loop that owns the listener and its connections.
-    /// - Throws: ``ConnectionError`` if the socket cannot be bound or the TLS context cannot be made.
+    /// - Throws: ``ConnectionError`` if the configuration is invalid, the socket cannot be bound or the TLS
+    ///   context cannot be made.
     public init(configuration: ConnectionConfiguration, address: SocketAddress, loop: EventLoop)
         async throws(ConnectionError)
     {
+        try configuration.validate()
         let contexts = TLSContexts.of(configuration.identity)
         if configuration.encryption.allowsEncryption { _ = try contexts.context(.server) }
-        let (connections, connectionSink) = AsyncStream<PeerConnection>.makeStream(bufferingPolicy: .unbounded)
+        let (connections, connectionSink) = AsyncStream<PeerConnection>.makeStream(
+            bufferingPolicy: .bufferingOldest(configuration.maximumQueuedConnections))
         let (failures, failureSink) = AsyncStream<ConnectionError>.makeStream(bufferingPolicy: .bufferingNewest(64))
         self.connections = connections
         handshakeFailures = failures
@@ -87,8 +100,9 @@ final class ListenerState: @unchecked Sendable {
     /// Established connections still open; the datagram endpoint outlives the listener until they end.
     private var openConnections = 0
     private var closed = false
-    private var pending: Set<ObjectIdentifier> = []
     private var handshakes: [ObjectIdentifier: ConnectionDriver] = [:]
+    /// Handshakes running per host (an IPv4 address, or an IPv6 /64 prefix).
+    private var handshakesPerHost: [HostKey: Int] = [:]
 
     init(
         loop: EventLoop, configuration: ConnectionConfiguration, contexts: TLSContexts,
@@ -114,10 +128,17 @@ final class ListenerState: @unchecked Sendable {
 
     private func accept(_ socket: TCPConnection) {
         statistics.withLock { $0.accepted += 1 }
-        guard handshakes.count < configuration.maximumPendingHandshakes else {
+        let host = HostKey(socket.remoteAddress.address)
+        if openConnections + handshakes.count >= configuration.maximumConnections {
+            statistics.withLock { $0.refusedFull += 1 }
+            refuse(socket, ConnectionCore.fullAnswer(preference: configuration.encryption))
+            return
+        }
+        guard handshakes.count < configuration.maximumPendingHandshakes,
+            handshakesPerHost[host, default: 0] < configuration.maximumPendingHandshakesPerHost
+        else {
             statistics.withLock { $0.refusedBusy += 1 }
-            socket.write(ConnectionCore.busyAnswer(preference: configuration.encryption))
-            socket.close()
+            refuse(socket, ConnectionCore.busyAnswer(preference: configuration.encryption))
             return
         }
         let core = ConnectionCore(
@@ -126,10 +147,13 @@ final class ListenerState: @unchecked Sendable {
         let driver = ConnectionDriver(loop: loop, core: core, socket: socket, datagramEndpoint: datagramEndpoint)
         let key = ObjectIdentifier(driver)
         handshakes[key] = driver
+        handshakesPerHost[host, default: 0] += 1
         statistics.withLock { $0.pending = handshakes.count }
         let makeConnection = PeerConnection.pending(driver: driver, remote: socket.remoteAddress)
-        driver.onSetup = { [self] result in
+        driver.onSetup = { [self, unowned driver] result in
             handshakes[key] = nil
+            let remaining = handshakesPerHost[host, default: 1] - 1
+            handshakesPerHost[host] = remaining > 0 ? remaining : nil
             statistics.withLock { statistics in
                 statistics.pending = handshakes.count
                 switch result {
@@ -139,20 +163,38 @@ final class ListenerState: @unchecked Sendable {
             }
             switch result {
             case .success(let peer):
-                openConnections += 1
-                driver.onEnd = { [self] _ in
-                    openConnections -= 1
-                    if closed && openConnections == 0 {
-                        datagramEndpoint?.close()
-                        datagramEndpoint = nil
-                    }
-                }
-                connections.yield(makeConnection(peer))
+                established(driver, connection: makeConnection(peer))
             case .failure(let error):
                 failures.yield(error)
             }
         }
         driver.start()
+    }
+
+    /// Answers a connection this listener has no room for, and closes it.
+    private func refuse(_ socket: TCPConnection, _ answer: [UInt8]) {
+        socket.write(answer)
+        socket.close()
+    }
+
+    /// Hands an established connection to the application, or closes it if the application has not taken the
+    /// ones before it.
+    private func established(_ driver: ConnectionDriver, connection: PeerConnection) {
+        openConnections += 1
+        statistics.withLock { $0.open = openConnections }
+        driver.onEnd = { [self] _ in
+            openConnections -= 1
+            statistics.withLock { $0.open = openConnections }
+            if closed && openConnections == 0 {
+                datagramEndpoint?.close()
+                datagramEndpoint = nil
+            }
+        }
+        if case .dropped(let untaken) = connections.yield(connection) {
+            statistics.withLock { $0.droppedUntaken += 1 }
+            untaken.driver.requestClose(
+                code: 1, text: "the listener's application has not taken the connections queued before this one")
+        }
     }
 
     func close() {
@@ -167,5 +209,18 @@ final class ListenerState: @unchecked Sendable {
         handshakes = [:]
         connections.finish()
         failures.finish()
+    }
+}
+
+/// The host a connection comes from, for the per-host handshake limit: an IPv4 address, or the /64 prefix of an
+/// IPv6 address (one host easily has a whole /64, and link-local addresses carry their interface).
+struct HostKey: Hashable {
+    private let bytes: [UInt8]
+
+    init(_ address: IPAddress) {
+        switch address {
+        case .v4(let v4): bytes = v4.byteArray
+        case .v6(let v6): bytes = Array(v6.byteArray.prefix(8))
+        }
     }
 }

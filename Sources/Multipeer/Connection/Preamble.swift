@@ -9,12 +9,12 @@
 ///  5      1     kind: 1 = offer (dialer to acceptor), 2 = answer (acceptor to dialer)
 ///  6      1     the sender's EncryptionPreference: 0 none, 1 optional, 2 required
 ///  7      1     offer: 0; answer: the outcome (1 TLS, 2 plaintext, 0x80 encryption mismatch,
-///               0x81 busy, 0x82 unsupported preamble version)
-///  8      16    a fresh random nonce (binds the group-secret proof of a plaintext connection)
+///               0x81 busy, 0x82 unsupported preamble version, 0x83 full)
+///  8      16    a fresh random nonce (part of the fixed layout; nothing is derived from it)
 /// ```
 ///
 /// The dialer sends its offer and waits for the answer; the acceptor answers only after reading the offer,
-/// except when it is too busy to take the handshake, when it answers at once. After a refusal the acceptor
+/// except when it is too busy to take the handshake or full, when it answers at once. After a refusal the acceptor
 /// closes the connection.
 struct Preamble: Hashable, Sendable {
     /// Which side sent it.
@@ -32,6 +32,8 @@ struct Preamble: Hashable, Sendable {
         case encryptionMismatch = 0x80
         case busy = 0x81
         case unsupportedVersion = 0x82
+        /// The acceptor already has its maximum number of connections.
+        case full = 0x83
     }
 
     /// The preamble's size in bytes.

@@ -57,8 +57,12 @@ final class StreamInbound: Sendable {
                     storage.bytes.baseAddress!.copyMemory(from: storage.bytes.baseAddress! + head, byteCount: unread)
                 }
             } else {
-                let grown = UnsafeMutableRawBufferPointer.allocate(
-                    byteCount: max(needed, min(2 * capacity, limit), StreamInbound.minimumCapacity), alignment: 16)
+                // The first buffer is sized by what arrives (a peer opening many streams and sending a byte on
+                // each makes this side hold little more than those bytes); later ones double, up to the window.
+                let size =
+                    capacity == 0
+                    ? max(needed, StreamInbound.minimumCapacity) : max(needed, min(2 * capacity, limit))
+                let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
                 if let storage {
                     if unread > 0 {
                         grown.baseAddress!.copyMemory(from: storage.bytes.baseAddress! + head, byteCount: unread)
@@ -86,8 +90,9 @@ final class StreamInbound: Sendable {
         }
     }
 
-    /// The smallest buffer allocated: one frame.
-    static let minimumCapacity = 65_536
+    /// The smallest buffer allocated: 256 bytes, so tiny writes do not reallocate at every byte, while a
+    /// stream that receives little holds little.
+    static let minimumCapacity = 256
 
     private let state = Mutex(State())
     /// Held by a reader while it borrows and copies, so concurrent readers take turns (the producer never

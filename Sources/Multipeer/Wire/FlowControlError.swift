@@ -1,6 +1,6 @@
 /// Why flow-control accounting failed. Each case is a protocol error by the peer (or, for a local window,
 /// a bug in the caller) and closes the connection or resets the channel.
-public enum FlowControlError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum FlowControlError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The peer sent `received` bytes on `channel` (0 = the connection) with only `credit` granted.
     case flowControlViolation(channel: UInt32, received: Int, credit: Int)
     /// A window update of `increment` on `channel` would raise the credit above 2^31-1.
@@ -11,7 +11,7 @@ public enum FlowControlError: Error, Hashable, Sendable, CustomStringConvertible
     case channelRefused(channel: UInt32, reason: String)
 
     /// What went wrong, for logs and error messages.
-    public var description: String {
+    package var description: String {
         switch self {
         case .flowControlViolation(let channel, let received, let credit):
             "peer sent \(received) byte(s) on \(Self.name(channel)) with only \(credit) byte(s) of credit"

@@ -7,9 +7,9 @@
 /// is kept, and a complete frame is taken out of the buffer as soon as it is decoded.
 ///
 /// After an error the stream position is lost; the decoder stays failed and ``next()`` rethrows the error.
-public struct FrameDecoder: Sendable {
+package struct FrameDecoder: Sendable {
     /// The bounds enforced on every frame.
-    public let limits: FrameLimits
+    package let limits: FrameLimits
     private var buffer: [UInt8] = []
     /// Where unread bytes start in `buffer`; decoded bytes are dropped at the next append rather than after
     /// every frame, so a read holding many small frames moves its memory once.
@@ -19,16 +19,16 @@ public struct FrameDecoder: Sendable {
 
     /// Creates a decoder.
     /// - Parameter limits: The bounds to enforce; protocol version 1 defaults.
-    public init(limits: FrameLimits = .standard) {
+    package init(limits: FrameLimits = .standard) {
         self.limits = limits
     }
 
     /// The number of received bytes not yet returned as frames.
-    public var bufferedByteCount: Int { buffer.count - readIndex }
+    package var bufferedByteCount: Int { buffer.count - readIndex }
 
     /// Adds received bytes.
     /// - Parameter bytes: The bytes of one read, in stream order.
-    public mutating func append(_ bytes: some Collection<UInt8>) {
+    package mutating func append(_ bytes: some Collection<UInt8>) {
         guard failure == nil else { return }
         compact()
         buffer.append(contentsOf: bytes)
@@ -70,7 +70,7 @@ public struct FrameDecoder: Sendable {
     /// Decodes the next frame if all of its bytes have arrived.
     /// - Returns: The frame, or `nil` when more bytes are needed.
     /// - Throws: ``FrameDecodingError`` when the bytes cannot be a valid frame; the decoder stays failed.
-    public mutating func next() throws(FrameDecodingError) -> Frame? {
+    package mutating func next() throws(FrameDecodingError) -> Frame? {
         if let failure { throw failure }
         do throws(FrameDecodingError) {
             return try decodeNext()
@@ -243,7 +243,7 @@ public struct FrameDecoder: Sendable {
     /// Checks that the stream ended between frames; call it when the connection closes.
     /// - Throws: ``FrameDecodingError/truncatedStream(buffered:)`` if part of a frame is buffered, or the
     ///   error the decoder already failed with.
-    public func finish() throws(FrameDecodingError) {
+    package func finish() throws(FrameDecodingError) {
         if let failure { throw failure }
         if bufferedByteCount > 0 { throw .truncatedStream(buffered: bufferedByteCount) }
     }
@@ -300,7 +300,9 @@ private struct PayloadReader {
         } else if type != .windowUpdate && channel == 0 {
             throw .unexpectedChannel(type: type, channel: channel)
         }
-        let allowedFlags = type == .message ? Frame.MessageFlags.first | Frame.MessageFlags.last : 0
+        let allowedFlags =
+            type == .message
+            ? Frame.MessageFlags.first | Frame.MessageFlags.last : type == .session ? SessionMessage.criticalFlag : 0
         guard flags & ~allowedFlags == 0 else { throw .unknownFlags(type: type, flags: flags) }
         let frame: Frame
         switch type {
@@ -319,25 +321,11 @@ private struct PayloadReader {
                     limit: limits.maximumFingerprintLength)
             }
             let fingerprint = try readBytes(fingerprintLength)
-            var groupProof: [UInt8] = []
-            if offset < end {
-                let proofLength = Int(try readUInt8())
-                guard proofLength <= limits.maximumGroupProofLength else {
-                    throw .fieldLength(
-                        type: type, field: "group proof", length: proofLength, limit: limits.maximumGroupProofLength)
-                }
-                groupProof = try readBytes(proofLength)
-            }
-            var datagramPort: UInt16?
-            if end - offset >= 2 {
-                datagramPort = UInt16(try readUInt8()) << 8 | UInt16(try readUInt8())
-            }
-            // Later minor versions may append fields; a major-1 peer ignores them.
-            offset = end
-            frame = .hello(
-                Frame.Hello(
-                    majorVersion: major, minorVersion: minor, capabilities: capabilities, displayName: name,
-                    fingerprint: fingerprint, groupProof: groupProof, datagramPort: datagramPort))
+            var hello = Frame.Hello(
+                majorVersion: major, minorVersion: minor, capabilities: capabilities, displayName: name,
+                fingerprint: fingerprint)
+            try readHelloFields(into: &hello, limits: limits)
+            frame = .hello(hello)
         case .ping:
             frame = .ping(token: try readUInt64())
         case .pong:
@@ -370,6 +358,16 @@ private struct PayloadReader {
                 throw .malformed(type: type, reason: "increment \(increment) is not in 1...2^31-1")
             }
             frame = .windowUpdate(channel: channel, increment: increment)
+        case .codeReveal:
+            frame = .codeReveal(nonce: try readBytes(Frame.Hello.codeNonceLength))
+        case .session:
+            let kind = UInt16(try readUInt8()) << 8 | UInt16(try readUInt8())
+            let length = end - offset
+            guard length <= SessionMessage.maximumBodyLength else {
+                throw .fieldLength(type: type, field: "body", length: length, limit: SessionMessage.maximumBodyLength)
+            }
+            frame = .session(
+                SessionMessage(kind: kind, isCritical: flags & SessionMessage.criticalFlag != 0, body: readRest()))
         default:  // .message
             let (id, total, isLast) = try readMessageFields(flags: flags, limits: limits)
             frame = .message(
@@ -380,6 +378,45 @@ private struct PayloadReader {
             throw .malformed(type: type, reason: "\(end - offset) byte(s) after the last field")
         }
         return frame
+    }
+
+    /// Reads the optional fields after a hello's fixed part: tag, length, value, until the payload ends. Unknown
+    /// tags are skipped (a later minor version's fields); a known tag twice, or with a length its value cannot
+    /// have, is refused.
+    mutating func readHelloFields(into hello: inout Frame.Hello, limits: FrameLimits) throws(FrameDecodingError) {
+        var seen: Set<UInt8> = []
+        while offset < end {
+            let tag = try readUInt8()
+            let length = Int(try readUInt8())
+            let value = try readBytes(length)
+            guard let field = Frame.HelloField(rawValue: tag) else { continue }
+            guard seen.insert(tag).inserted else {
+                throw .malformed(type: type, reason: "field \(field) appears twice")
+            }
+            switch field {
+            case .groupProof:
+                guard (1...limits.maximumGroupProofLength).contains(length) else {
+                    throw .fieldLength(
+                        type: type, field: "group proof", length: length, limit: limits.maximumGroupProofLength)
+                }
+                hello.groupProof = value
+            case .datagramPort:
+                guard length == 2 else {
+                    throw .malformed(type: type, reason: "a datagram port has 2 bytes, not \(length)")
+                }
+                hello.datagramPort = UInt16(value[0]) << 8 | UInt16(value[1])
+            case .codeCommitment, .codeNonce:
+                guard length == Frame.Hello.codeNonceLength else {
+                    throw .malformed(type: type, reason: "\(field) has \(length) bytes, not 32")
+                }
+                if field == .codeCommitment { hello.codeCommitment = value } else { hello.codeNonce = value }
+            case .maximumMessageLength:
+                guard length == 4 else {
+                    throw .malformed(type: type, reason: "a maximum message length has 4 bytes, not \(length)")
+                }
+                hello.maximumMessageLength = value.readBigEndianUInt32(at: 0)
+            }
+        }
     }
 
     /// Reads a message frame's fields before its data (id, and the total length on a first fragment) and checks

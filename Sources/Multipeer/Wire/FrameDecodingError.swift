@@ -1,6 +1,6 @@
 /// Why received bytes were rejected as frames. Every case is fatal for the connection: after one, the
 /// decoder's position in the stream is lost, and ``FrameDecoder/next()`` keeps throwing it.
-public enum FrameDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum FrameDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A header declared a payload longer than ``FrameLimits/maximumPayloadLength``; detected from the
     /// header alone, before any of the payload is buffered.
     case payloadTooLarge(length: UInt32, limit: Int)
@@ -28,7 +28,7 @@ public enum FrameDecodingError: Error, Hashable, Sendable, CustomStringConvertib
     case truncatedStream(buffered: Int)
 
     /// What went wrong, for logs and error messages.
-    public var description: String {
+    package var description: String {
         switch self {
         case .payloadTooLarge(let length, let limit):
             "frame declares a \(length)-byte payload; at most \(limit) bytes are accepted"

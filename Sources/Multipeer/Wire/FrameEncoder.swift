@@ -1,13 +1,13 @@
 /// Encodes frames into their wire form (see `docs/PROTOCOL.md` section 2), refusing any frame the peer's
 /// ``FrameDecoder`` would reject, so a bug here surfaces as an error at the sender, not as a dropped
 /// connection.
-public struct FrameEncoder: Sendable {
+package struct FrameEncoder: Sendable {
     /// The bounds every encoded frame must respect; use the same values as the peer's decoder.
-    public let limits: FrameLimits
+    package let limits: FrameLimits
 
     /// Creates an encoder.
     /// - Parameter limits: The bounds to enforce; protocol version 1 defaults.
-    public init(limits: FrameLimits = .standard) {
+    package init(limits: FrameLimits = .standard) {
         self.limits = limits
     }
 
@@ -15,7 +15,7 @@ public struct FrameEncoder: Sendable {
     /// - Parameter frame: The frame to encode.
     /// - Returns: The 12-byte header followed by the payload.
     /// - Throws: ``FrameEncodingError`` if the frame breaks a rule of its layout or a limit.
-    public func encode(_ frame: Frame) throws(FrameEncodingError) -> [UInt8] {
+    package func encode(_ frame: Frame) throws(FrameEncodingError) -> [UInt8] {
         var bytes: [UInt8] = []
         try encode(frame, into: &bytes)
         return bytes
@@ -26,7 +26,7 @@ public struct FrameEncoder: Sendable {
     ///   - frame: The frame to encode.
     ///   - bytes: The buffer to append to.
     /// - Throws: ``FrameEncodingError`` if the frame breaks a rule of its layout or a limit.
-    public func encode(_ frame: Frame, into bytes: inout [UInt8]) throws(FrameEncodingError) {
+    package func encode(_ frame: Frame, into bytes: inout [UInt8]) throws(FrameEncodingError) {
         let type = frame.type
         let channel = frame.channel
         if type.isConnectionLevel || frame.isUnknown {
@@ -48,7 +48,7 @@ public struct FrameEncoder: Sendable {
     ///   - bytes: The buffer to append to.
     /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
     ///   - payloadFollows: Append only the header: the caller sends `data` right after it (a gathering write).
-    public func encodeChannelData(
+    package func encodeChannelData(
         channel: UInt32, _ data: UnsafeRawBufferPointer, into bytes: inout [UInt8], payloadFollows: Bool = false
     ) throws(FrameEncodingError) {
         guard channel != 0 else { throw .unexpectedChannel(type: .channelData, channel: channel) }
@@ -72,7 +72,7 @@ public struct FrameEncoder: Sendable {
     ///   - payloadFollows: Append only the header and the fragment's fields: the caller sends `data` right
     ///     after them (a gathering write).
     /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
-    public func encodeMessageFragment(
+    package func encodeMessageFragment(
         channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: UnsafeRawBufferPointer,
         into bytes: inout [UInt8], payloadFollows: Bool = false
     ) throws(FrameEncodingError) {
@@ -129,14 +129,26 @@ public struct FrameEncoder: Sendable {
             bytes.append(contentsOf: name)
             bytes.append(UInt8(hello.fingerprint.count))
             bytes.append(contentsOf: hello.fingerprint)
-            if !hello.groupProof.isEmpty || hello.datagramPort != nil {
+            if !hello.groupProof.isEmpty {
                 try check(.hello, "group proof", hello.groupProof.count, limit: limits.maximumGroupProofLength)
-                bytes.append(UInt8(hello.groupProof.count))
-                bytes.append(contentsOf: hello.groupProof)
+                Self.appendHelloField(.groupProof, hello.groupProof, to: &bytes)
             }
             if let port = hello.datagramPort {
-                bytes.append(UInt8(port >> 8))
-                bytes.append(UInt8(port & 0xFF))
+                Self.appendHelloField(.datagramPort, [UInt8(port >> 8), UInt8(port & 0xFF)], to: &bytes)
+            }
+            for (field, value) in [
+                (Frame.HelloField.codeCommitment, hello.codeCommitment), (.codeNonce, hello.codeNonce),
+            ]
+            where !value.isEmpty {
+                guard value.count == Frame.Hello.codeNonceLength else {
+                    throw .invalidField(type: .hello, reason: "\(field) has \(value.count) bytes, not 32")
+                }
+                Self.appendHelloField(field, value, to: &bytes)
+            }
+            if let maximum = hello.maximumMessageLength {
+                var value: [UInt8] = []
+                value.appendBigEndian(maximum)
+                Self.appendHelloField(.maximumMessageLength, value, to: &bytes)
             }
         case .ping(let token), .pong(let token):
             bytes.appendBigEndian(token)
@@ -169,6 +181,18 @@ public struct FrameEncoder: Sendable {
         case .message(_, let fragment):
             return try appendFragment(
                 id: fragment.id, totalLength: fragment.totalLength, isLast: fragment.isLast, fragment.bytes, to: &bytes)
+        case .codeReveal(let nonce):
+            guard nonce.count == Frame.Hello.codeNonceLength else {
+                throw .invalidField(type: .codeReveal, reason: "a nonce has 32 bytes, not \(nonce.count)")
+            }
+            bytes.append(contentsOf: nonce)
+        case .session(let message):
+            try check(
+                .session, "body", message.body.count, limit: SessionMessage.maximumBodyLength, lengthPrefixed: false)
+            bytes.append(UInt8(message.kind >> 8))
+            bytes.append(UInt8(message.kind & 0xFF))
+            bytes.append(contentsOf: message.body)
+            return message.isCritical ? SessionMessage.criticalFlag : 0
         case .unknown(let type, let flags, _, let payload):
             guard !FrameType.known.contains(type) else {
                 throw .invalidField(type: type, reason: "a known type cannot be encoded as an unknown frame")
@@ -177,6 +201,13 @@ public struct FrameEncoder: Sendable {
             return flags
         }
         return 0
+    }
+
+    /// Appends one optional hello field: its tag, its length and its value (at most 255 bytes).
+    private static func appendHelloField(_ field: Frame.HelloField, _ value: [UInt8], to bytes: inout [UInt8]) {
+        bytes.append(field.rawValue)
+        bytes.append(UInt8(value.count))
+        bytes.append(contentsOf: value)
     }
 
     /// Appends a message fragment's payload and returns its flags.

@@ -1,6 +1,6 @@
 /// Why a ``Frame`` could not be encoded: it breaks a rule that the peer's decoder would enforce, so it is
 /// refused before it reaches the wire.
-public enum FrameEncodingError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum FrameEncodingError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The payload would exceed ``FrameLimits/maximumPayloadLength``.
     case payloadTooLarge(length: Int, limit: Int)
     /// A connection-level frame names a nonzero channel, or a channel frame names channel 0.
@@ -11,7 +11,7 @@ public enum FrameEncodingError: Error, Hashable, Sendable, CustomStringConvertib
     case invalidField(type: FrameType, reason: String)
 
     /// What went wrong, for logs and error messages.
-    public var description: String {
+    package var description: String {
         switch self {
         case .payloadTooLarge(let length, let limit):
             "frame payload would be \(length) bytes; at most \(limit) are allowed"

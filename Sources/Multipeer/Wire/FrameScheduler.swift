@@ -8,31 +8,31 @@
 /// 3. All other channels with queued work, round robin, one frame per turn.
 ///
 /// Every data frame is cut to fit ``Limits/maximumPayloadLength`` and the flow-control credit of its channel
-/// and the connection, taken from the ``FlowController`` passed to ``next(flow:)``; a channel without credit
-/// is skipped, never waited for. So a small message queued during a 1 GiB transfer on another channel waits
+/// and the connection, taken from the ``FlowController`` passed to ``next(flow:)``; a message's first fragment
+/// takes the whole message's cost at once. A channel without credit is skipped, never waited for. So a small message queued during a 1 GiB transfer on another channel waits
 /// for at most the one frame being written. Within a channel, work goes out in the order it was queued
 /// (Apple's reliable mode delivers in order), so a message's fragments never interleave with another's of
 /// the same channel.
-public struct FrameScheduler: Sendable {
+package struct FrameScheduler: Sendable {
     /// The scheduler's bounds.
-    public struct Limits: Sendable, Hashable {
+    package struct Limits: Sendable, Hashable {
         /// The most control frames waiting.
         ///
         /// 1024: a healthy connection has a handful (a pong, some window updates); a thousand means the peer
         /// is flooding requests faster than the socket drains, and the connection should be closed.
-        public var maximumControlFrames: Int
+        package var maximumControlFrames: Int
         /// The most messages and writes waiting per channel.
         ///
         /// 64: enough to keep a channel busy between wake-ups; beyond that the `async` send suspends, so the
         /// memory held is what callers already hold, in a bounded number of pieces.
-        public var maximumQueuedItemsPerChannel: Int
+        package var maximumQueuedItemsPerChannel: Int
         /// The largest message that gets priority over bulk data.
         ///
         /// 16 KiB: chat, game state and control messages fit; the priority class cannot starve bulk data for
         /// long because each of its messages is at most a quarter of one frame.
-        public var smallMessageLength: Int
+        package var smallMessageLength: Int
         /// The largest frame payload produced; the peer's ``FrameLimits/maximumPayloadLength``.
-        public var maximumPayloadLength: Int
+        package var maximumPayloadLength: Int
 
         /// Creates limits; the defaults are 1024 control frames, 64 items per channel, 16 KiB small
         /// messages and 64 KiB payloads.
@@ -41,7 +41,7 @@ public struct FrameScheduler: Sendable {
         ///   - maximumQueuedItemsPerChannel: The most messages and writes waiting per channel.
         ///   - smallMessageLength: The largest message with priority.
         ///   - maximumPayloadLength: The largest frame payload (more than 12 bytes).
-        public init(
+        package init(
             maximumControlFrames: Int = 1024, maximumQueuedItemsPerChannel: Int = 64,
             smallMessageLength: Int = 16_384, maximumPayloadLength: Int = FrameLimits.standard.maximumPayloadLength
         ) {
@@ -119,7 +119,7 @@ public struct FrameScheduler: Sendable {
     static let messageOverhead = 4
 
     /// The bounds in force.
-    public let limits: Limits
+    package let limits: Limits
     private var control: [Frame] = []
     private var controlHead = 0
     private var queues: [UInt32: ItemQueue] = [:]
@@ -131,33 +131,33 @@ public struct FrameScheduler: Sendable {
 
     /// Creates an empty scheduler.
     /// - Parameter limits: The bounds to enforce.
-    public init(limits: Limits = Limits()) {
+    package init(limits: Limits = Limits()) {
         self.limits = limits
     }
 
     /// The number of control frames waiting.
-    public var queuedControlFrames: Int { control.count - controlHead }
+    package var queuedControlFrames: Int { control.count - controlHead }
     /// The control frames held, sent ones included (for tests of the storage bound).
     var controlStorageCount: Int { control.count }
     /// The channels with queued work, in the order they will next be served.
-    public var activeChannels: [UInt32] { Array(ring[cursor...] + ring[..<cursor]) }
+    package var activeChannels: [UInt32] { Array(ring[cursor...] + ring[..<cursor]) }
 
     /// Whether a close was queued on `channel`, so nothing more may be queued.
     /// - Parameter channel: The channel.
-    public func isClosing(channel: UInt32) -> Bool {
+    package func isClosing(channel: UInt32) -> Bool {
         closing.contains(channel)
     }
 
     /// How many more items `channel` can take before ``Limits/maximumQueuedItemsPerChannel``.
     /// - Parameter channel: The channel.
-    public func queueRoom(channel: UInt32) -> Int {
+    package func queueRoom(channel: UInt32) -> Int {
         max(0, limits.maximumQueuedItemsPerChannel - (queues[channel]?.count ?? 0))
     }
 
     /// Queues a control frame, sent before any data.
     /// - Parameter frame: The frame.
     /// - Throws: ``FrameSchedulerError/controlQueueFull(limit:)``.
-    public mutating func enqueueControl(_ frame: Frame) throws(FrameSchedulerError) {
+    package mutating func enqueueControl(_ frame: Frame) throws(FrameSchedulerError) {
         guard queuedControlFrames < limits.maximumControlFrames else {
             throw .controlQueueFull(limit: limits.maximumControlFrames)
         }
@@ -177,7 +177,7 @@ public struct FrameScheduler: Sendable {
     /// - Returns: The message id used in its fragments.
     /// - Throws: ``FrameSchedulerError``.
     @discardableResult
-    public mutating func enqueueMessage(_ bytes: [UInt8], channel: UInt32) throws(FrameSchedulerError) -> UInt32 {
+    package mutating func enqueueMessage(_ bytes: [UInt8], channel: UInt32) throws(FrameSchedulerError) -> UInt32 {
         let id = nextMessageID[channel, default: 0]
         try enqueue(Item(kind: .message(id: id), bytes: bytes), channel: channel)
         nextMessageID[channel] = id &+ 1
@@ -194,7 +194,7 @@ public struct FrameScheduler: Sendable {
     ///   - messages: The messages, each sent whole or in fragments like ``enqueueMessage(_:channel:)``.
     ///   - channel: A writable channel (not 0).
     /// - Throws: ``FrameSchedulerError`` if the channel is not writable or the batch does not fit.
-    public mutating func enqueueMessages(_ messages: consuming [[UInt8]], channel: UInt32)
+    package mutating func enqueueMessages(_ messages: consuming [[UInt8]], channel: UInt32)
         throws(FrameSchedulerError)
     {
         guard !messages.isEmpty else { return }
@@ -218,7 +218,7 @@ public struct FrameScheduler: Sendable {
         queues[channel] = queue
     }
 
-    public mutating func enqueueData(_ bytes: [UInt8], channel: UInt32) throws(FrameSchedulerError) {
+    package mutating func enqueueData(_ bytes: [UInt8], channel: UInt32) throws(FrameSchedulerError) {
         // An empty write has nothing to send; it still must be a writable channel.
         guard !bytes.isEmpty else {
             guard channel != 0, !closing.contains(channel) else { throw .channelNotWritable(channel) }
@@ -230,7 +230,7 @@ public struct FrameScheduler: Sendable {
     /// Queues a `channelClose` after everything already queued on the channel.
     /// - Parameter channel: The channel.
     /// - Throws: ``FrameSchedulerError``.
-    public mutating func enqueueClose(channel: UInt32) throws(FrameSchedulerError) {
+    package mutating func enqueueClose(channel: UInt32) throws(FrameSchedulerError) {
         try enqueue(Item(kind: .close, bytes: []), channel: channel)
         closing.insert(channel)
     }
@@ -240,7 +240,7 @@ public struct FrameScheduler: Sendable {
     /// - Parameter channel: The channel.
     /// - Returns: The data bytes that were queued and will now never be sent.
     @discardableResult
-    public mutating func removeChannel(_ channel: UInt32) -> Int {
+    package mutating func removeChannel(_ channel: UInt32) -> Int {
         let unsent = queues[channel]?.unsentBytes ?? 0
         queues[channel] = nil
         closing.remove(channel)
@@ -260,19 +260,19 @@ public struct FrameScheduler: Sendable {
     }
 
     /// What ``encodeNext(flow:encoder:into:)`` appended.
-    public struct EncodedFrame: Sendable, Hashable {
+    package struct EncodedFrame: Sendable, Hashable {
         /// The frame's type.
-        public var type: FrameType
+        package var type: FrameType
         /// The frame's channel.
-        public var channel: UInt32
+        package var channel: UInt32
         /// The application bytes it carries (stream data or message fragment data; 0 for control frames).
-        public var dataBytes: Int
+        package var dataBytes: Int
     }
 
     /// Chooses the next frame to send and takes its flow-control credit.
     /// - Parameter flow: The connection's flow controller; credit for the returned frame is reserved in it.
     /// - Returns: The frame, or `nil` when nothing is queued or every channel with work lacks credit.
-    public mutating func next(flow: inout FlowController) -> Frame? {
+    package mutating func next(flow: inout FlowController) -> Frame? {
         switch nextPiece(flow: &flow) {
         case nil: return nil
         case .frame(let frame): return frame
@@ -295,7 +295,7 @@ public struct FrameScheduler: Sendable {
     /// - Returns: What was appended, or `nil` when nothing is queued or every channel with work lacks credit.
     /// - Throws: ``FrameEncodingError`` if the frame cannot be encoded; the frame is dropped and `bytes` is
     ///   left as it was.
-    public mutating func encodeNext(flow: inout FlowController, encoder: FrameEncoder, into bytes: inout [UInt8])
+    package mutating func encodeNext(flow: inout FlowController, encoder: FrameEncoder, into bytes: inout [UInt8])
         throws(FrameEncodingError) -> EncodedFrame?
     {
         try encodeNext(flow: &flow, encoder: encoder, into: &bytes, gatheringFrom: .max)?.frame
@@ -304,7 +304,7 @@ public struct FrameScheduler: Sendable {
     /// Like ``encodeNext(flow:encoder:into:)``, but the data of a frame carrying at least `threshold` bytes
     /// is not appended: it is returned, to be sent right after `bytes` with a gathering write (no copy at all).
     /// - Returns: What was encoded, and the data that follows it on the wire (empty when it was appended).
-    public mutating func encodeNext(
+    package mutating func encodeNext(
         flow: inout FlowController, encoder: FrameEncoder, into bytes: inout [UInt8], gatheringFrom threshold: Int
     ) throws(FrameEncodingError) -> (frame: EncodedFrame, payload: ArraySlice<UInt8>)? {
         switch nextPiece(flow: &flow) {
@@ -401,7 +401,7 @@ public struct FrameScheduler: Sendable {
             isDone = true
         case .data:
             let remaining = item.bytes.count - item.sent
-            guard let count = reserve(channel: channel, overhead: 0, remaining: remaining, flow: &flow) else {
+            guard let count = reserve(channel: channel, remaining: remaining, flow: &flow) else {
                 queue.replaceFirst(item)
                 return nil
             }
@@ -410,12 +410,17 @@ public struct FrameScheduler: Sendable {
             isDone = item.sent == item.bytes.count
             piece = .data(channel: channel, bytes: Self.hand(&item.bytes, whole: isDone), range: range)
         case .message(let id):
+            // The first fragment pays for the whole message (see FlowController); the rest travel on that credit.
+            if !item.started {
+                let cost = FlowController.messageCost(length: item.bytes.count)
+                guard (try? flow.reserveWhole(channel: channel, count: cost)) == true else {
+                    queue.replaceFirst(item)
+                    return nil
+                }
+            }
             let overhead = item.started ? Self.messageOverhead : Self.messageFirstOverhead
             let remaining = item.bytes.count - item.sent
-            guard let count = reserve(channel: channel, overhead: overhead, remaining: remaining, flow: &flow) else {
-                queue.replaceFirst(item)
-                return nil
-            }
+            let count = min(remaining, limits.maximumPayloadLength - overhead)
             let total = item.bytes.count
             let range = item.sent..<item.sent + count
             let totalLength = item.started ? nil : UInt64(total)
@@ -445,15 +450,13 @@ public struct FrameScheduler: Sendable {
         return taken
     }
 
-    /// Takes credit for up to one frame: `overhead` bytes plus as many of `remaining` as fit.
-    /// - Returns: The data bytes to send, or `nil` if the credit cannot cover the overhead and at least one
-    ///   byte (or the overhead alone, when nothing remains).
-    private func reserve(channel: UInt32, overhead: Int, remaining: Int, flow: inout FlowController) -> Int? {
+    /// Takes credit for up to one frame of stream data: as many of `remaining` bytes as fit.
+    /// - Returns: The bytes to send, or `nil` if there is no credit for even one.
+    private func reserve(channel: UInt32, remaining: Int, flow: inout FlowController) -> Int? {
         let available = min(flow.sendWindow(channel)?.credit ?? 0, flow.connectionSend.credit)
-        let wanted = overhead + min(remaining, limits.maximumPayloadLength - overhead)
-        guard available >= overhead + min(remaining, 1) else { return nil }
-        guard let granted = try? flow.reserve(channel: channel, upTo: min(wanted, available)) else { return nil }
-        return granted - overhead
+        guard available > 0 || remaining == 0 else { return nil }
+        let wanted = min(remaining, limits.maximumPayloadLength, available)
+        return try? flow.reserve(channel: channel, upTo: wanted)
     }
 
     private mutating func removeFromRing(_ channel: UInt32) {

@@ -1,6 +1,6 @@
 /// Why the frame scheduler refused work. Each bound exists so a stuck or hostile peer (one that never
 /// grants credit, or floods pings that each need a pong) cannot make this side queue without limit.
-public enum FrameSchedulerError: Error, Hashable, Sendable, CustomStringConvertible {
+package enum FrameSchedulerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// More than `limit` control frames are waiting; the connection is not draining.
     case controlQueueFull(limit: Int)
     /// More than `limit` messages or writes are waiting on `channel`; the caller must wait for some to go.
@@ -9,7 +9,7 @@ public enum FrameSchedulerError: Error, Hashable, Sendable, CustomStringConverti
     case channelNotWritable(UInt32)
 
     /// What went wrong, for logs and error messages.
-    public var description: String {
+    package var description: String {
         switch self {
         case .controlQueueFull(let limit):
             "more than \(limit) control frames are waiting to be sent"

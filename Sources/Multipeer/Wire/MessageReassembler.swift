@@ -1,33 +1,28 @@
 /// Puts message fragments back together: a pure state machine, one per connection.
 ///
-/// Memory is bounded by what the first fragments *declare*: a message is admitted only if the declared
-/// lengths of all partial messages, its own included, stay within ``Limits/maximumBufferedBytes``, and the
-/// bytes are appended as they arrive (never allocated from the declaration), so a peer that declares 1 GiB
-/// and sends nothing costs nothing but a slot.
-///
-/// Flow control: the bytes of a fragment count as consumed (see ``FlowController/consumed(channel:count:)``)
-/// as soon as the fragment is handed to the reassembler; otherwise a message larger than the channel window
-/// could never complete. Its memory bound is this type's limits instead.
-public struct MessageReassembler: Sendable {
+/// Memory: a message's first fragment declares its length, at most ``Limits/maximumMessageLength``, and the
+/// message's buffer is allocated at that size at once. That is safe because the first fragment also paid the
+/// whole message's flow-control cost (``FlowController/messageCost(length:)``), which the connection returns
+/// only when the application takes the message: the sum of the buffers is bounded by the receive windows.
+/// ``Limits/maximumMessages`` bounds the number of partial messages.
+package struct MessageReassembler: Sendable {
     /// The reassembler's bounds.
-    public struct Limits: Sendable, Hashable {
+    package struct Limits: Sendable, Hashable {
         /// The most partial messages at once, over all channels.
         ///
         /// 64: our sender has at most one partial message per channel; 64 leaves room for a peer that
         /// interleaves, without letting one hold thousands of slots.
-        public var maximumMessages: Int
-        /// The most bytes that partial messages may declare in total.
-        ///
-        /// 1 GiB plus 64 MiB: one maximum-size message and a margin for small ones alongside it.
-        public var maximumBufferedBytes: UInt64
+        package var maximumMessages: Int
+        /// The longest message a first fragment may declare: what this side announced in its hello.
+        package var maximumMessageLength: UInt64
 
-        /// Creates limits; the defaults are 64 messages and 1 GiB + 64 MiB.
+        /// Creates limits; the defaults are 64 messages of at most 4 MiB.
         /// - Parameters:
         ///   - maximumMessages: The most partial messages.
-        ///   - maximumBufferedBytes: The most bytes declared by partial messages.
-        public init(maximumMessages: Int = 64, maximumBufferedBytes: UInt64 = (1 << 30) + (64 << 20)) {
+        ///   - maximumMessageLength: The longest message.
+        package init(maximumMessages: Int = 64, maximumMessageLength: UInt64 = 4 << 20) {
             self.maximumMessages = maximumMessages
-            self.maximumBufferedBytes = maximumBufferedBytes
+            self.maximumMessageLength = maximumMessageLength
         }
     }
 
@@ -42,19 +37,19 @@ public struct MessageReassembler: Sendable {
     }
 
     /// The bounds in force.
-    public let limits: Limits
+    package let limits: Limits
     private var partials: [Key: Partial] = [:]
-    /// The sum of the declared lengths of `partials`.
-    public private(set) var declaredBytes: UInt64 = 0
+    /// The sum of the declared lengths of `partials`: the memory they hold.
+    package private(set) var declaredBytes: UInt64 = 0
 
     /// Creates an empty reassembler.
     /// - Parameter limits: The bounds to enforce.
-    public init(limits: Limits = Limits()) {
+    package init(limits: Limits = Limits()) {
         self.limits = limits
     }
 
     /// The number of messages started and not yet complete.
-    public var partialMessageCount: Int { partials.count }
+    package var partialMessageCount: Int { partials.count }
 
     /// Adds one fragment.
     /// - Parameters:
@@ -62,12 +57,12 @@ public struct MessageReassembler: Sendable {
     ///   - channel: The frame's channel.
     /// - Returns: The whole message when this was its last fragment, else `nil`.
     /// - Throws: ``MessageReassemblyError``; the message in question is dropped.
-    public mutating func receive(_ fragment: Frame.MessageFragment, channel: UInt32) throws(MessageReassemblyError)
+    package mutating func receive(_ fragment: Frame.MessageFragment, channel: UInt32) throws(MessageReassemblyError)
         -> [UInt8]?
     {
-        if fragment.isFirst && fragment.isLast {
-            // A message sent whole keeps its array (the decoder checked its length).
-            try checkNewStart(channel: channel, id: fragment.id)
+        if let total = fragment.totalLength, fragment.isLast {
+            // A message sent whole keeps its array (the decoder checked that its length matches).
+            try checkNewStart(channel: channel, id: fragment.id, declared: total)
             return fragment.bytes
         }
         return try fragment.bytes.withUnsafeBytesTyped { bytes throws(MessageReassemblyError) in
@@ -85,20 +80,21 @@ public struct MessageReassembler: Sendable {
     ///   - channel: The frame's channel.
     /// - Returns: The whole message when this was its last fragment, else `nil`.
     /// - Throws: ``MessageReassemblyError``; the message in question is dropped.
-    public mutating func receive(
+    package mutating func receive(
         id: UInt32, totalLength: UInt64?, isLast: Bool, _ bytes: UnsafeRawBufferPointer, channel: UInt32
     ) throws(MessageReassemblyError) -> [UInt8]? {
         let key = Key(channel: channel, id: id)
         var partial: Partial
         if let declared = totalLength {
-            try checkNewStart(channel: channel, id: id)
+            try checkNewStart(channel: channel, id: id, declared: declared)
             if isLast { return Array(bytes) }  // the decoder checked its length
-            guard partials.count < limits.maximumMessages, declared <= limits.maximumBufferedBytes - declaredBytes
-            else {
+            guard partials.count < limits.maximumMessages else {
                 throw .tooMuchInFlight(messages: partials.count + 1, bytes: declaredBytes + declared)
             }
             declaredBytes += declared
             partial = Partial(declared: declared, bytes: [])
+            // Paid for in flow-control credit already, so allocated once instead of grown (and copied) by doubling.
+            partial.bytes.reserveCapacity(Int(declared))
         } else {
             guard let existing = partials[key] else { throw .fragmentWithoutStart(channel: channel, id: id) }
             partial = existing
@@ -118,8 +114,12 @@ public struct MessageReassembler: Sendable {
         return nil
     }
 
-    /// Refuses a first fragment for a message already started (and drops that message).
-    private mutating func checkNewStart(channel: UInt32, id: UInt32) throws(MessageReassemblyError) {
+    /// Refuses a first fragment for a message already started (and drops that message), or one that declares
+    /// more than the limit.
+    private mutating func checkNewStart(channel: UInt32, id: UInt32, declared: UInt64) throws(MessageReassemblyError) {
+        guard declared <= limits.maximumMessageLength else {
+            throw .tooLong(channel: channel, id: id, declared: declared, limit: limits.maximumMessageLength)
+        }
         let key = Key(channel: channel, id: id)
         guard partials[key] == nil else {
             drop(key)
@@ -129,7 +129,7 @@ public struct MessageReassembler: Sendable {
 
     /// Drops the partial messages of a channel that was closed or reset.
     /// - Parameter channel: The channel.
-    public mutating func removeChannel(_ channel: UInt32) {
+    package mutating func removeChannel(_ channel: UInt32) {
         for key in partials.keys where key.channel == channel { drop(key) }
     }
 

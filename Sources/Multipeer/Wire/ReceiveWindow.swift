@@ -9,19 +9,19 @@
 /// Credit is granted back in batches: once at least half the window has been consumed (the
 /// ``updateThreshold``), so a steady stream costs one 12-byte window update per half window instead of one
 /// per frame, while the peer never runs dry if it reads the update within half a window's time.
-public struct ReceiveWindow: Hashable, Sendable {
+package struct ReceiveWindow: Hashable, Sendable {
     /// The channel this window belongs to; 0 for the connection.
-    public let channel: UInt32
+    package let channel: UInt32
     /// The configured window: the most bytes ever buffered.
-    public let window: Int
+    package let window: Int
     /// The bytes the peer may still send.
-    public private(set) var credit: Int
+    package private(set) var credit: Int
     /// Bytes received and not yet consumed by the application.
-    public private(set) var buffered: Int = 0
+    package private(set) var buffered: Int = 0
     /// Bytes consumed (or window not yet advertised) that have not been granted back yet.
-    public private(set) var pendingGrant: Int
+    package private(set) var pendingGrant: Int
     /// How much pending credit is granted at once: half the window, at least 1.
-    public var updateThreshold: Int { max(1, window / 2) }
+    package var updateThreshold: Int { max(1, window / 2) }
 
     /// Creates a window.
     /// - Parameters:
@@ -30,7 +30,7 @@ public struct ReceiveWindow: Hashable, Sendable {
     ///   - advertised: The credit the peer already assumes: the whole window when this side announced it
     ///     (in `channelOpen`), or the protocol's initial credit otherwise. The rest is granted by the first
     ///     ``takeGrant()``.
-    public init(channel: UInt32, window: UInt32, advertised: UInt32) {
+    package init(channel: UInt32, window: UInt32, advertised: UInt32) {
         precondition(window <= SendWindow.maximumCredit, "window above 2^31-1")
         precondition(advertised <= window, "the peer may not assume more credit than the window")
         self.channel = channel
@@ -43,7 +43,7 @@ public struct ReceiveWindow: Hashable, Sendable {
     /// - Parameter count: The flow-controlled bytes of the frame (its payload length).
     /// - Throws: ``FlowControlError/flowControlViolation(channel:received:credit:)`` if the peer had less
     ///   credit than that; nothing is accounted then.
-    public mutating func received(_ count: Int) throws(FlowControlError) {
+    package mutating func received(_ count: Int) throws(FlowControlError) {
         guard count >= 0, count <= credit else {
             throw .flowControlViolation(channel: channel, received: count, credit: credit)
         }
@@ -55,7 +55,7 @@ public struct ReceiveWindow: Hashable, Sendable {
     /// - Parameter count: At most ``buffered`` bytes.
     /// - Returns: The increment to send in a `windowUpdate` frame, or `nil` while less than
     ///   ``updateThreshold`` is pending.
-    public mutating func consumed(_ count: Int) -> UInt32? {
+    package mutating func consumed(_ count: Int) -> UInt32? {
         precondition(count >= 0 && count <= buffered, "consumed more than was received")
         buffered -= count
         pendingGrant += count
@@ -65,7 +65,7 @@ public struct ReceiveWindow: Hashable, Sendable {
     /// Grants all pending credit now, whatever the threshold: at channel open to advertise the rest of the
     /// window, or before the application blocks waiting for data.
     /// - Returns: The increment to send in a `windowUpdate` frame, or `nil` if nothing is pending.
-    public mutating func takeGrant() -> UInt32? {
+    package mutating func takeGrant() -> UInt32? {
         guard pendingGrant > 0 else { return nil }
         defer {
             credit += pendingGrant
