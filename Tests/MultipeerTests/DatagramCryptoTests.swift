@@ -2,22 +2,44 @@ import Testing
 
 @testable import Multipeer
 
-/// 104 bytes of stand-in keying material: 0x00, 0x01, … 0x67, so each field's bytes are recognisable.
-private let countingExport = (0..<104).map { UInt8($0) }
+/// 80 bytes of stand-in keying material: 0x00, 0x01, … 0x4f, so each field's bytes are recognisable.
+private let countingExport = (0..<80).map { UInt8($0) }
 
-/// The fixed key, IV and receive id of the golden vectors.
-private let goldenKey = (0x00..<0x20).map { UInt8($0) }
-private let goldenIV = (0xA0..<0xAC).map { UInt8($0) }
+/// The fixed base secret and receive id of the golden vectors.
+private let goldenSecret = (0x00..<0x20).map { UInt8($0) }
 private let goldenReceiverID: UInt64 = 0x1122_3344_5566_7788
 
-private func goldenSealer(key: [UInt8] = goldenKey, iv: [UInt8] = goldenIV, counter: UInt64 = 0) throws
-    -> DatagramSealer
-{
-    try DatagramSealer(key: key, iv: iv, receiverID: goldenReceiverID, firstCounter: counter)
+/// The first counter of key generation `generation`.
+private func firstCounter(ofGeneration generation: UInt64) -> UInt64 {
+    generation << DatagramFormat.generationShift
 }
 
-private func goldenOpener(key: [UInt8] = goldenKey, iv: [UInt8] = goldenIV) throws -> DatagramOpener {
-    try DatagramOpener(key: key, iv: iv, receiverID: goldenReceiverID)
+private func goldenSealer(secret: [UInt8] = goldenSecret, counter: UInt64 = 0) throws -> DatagramSealer {
+    try DatagramSealer(secret: secret, receiverID: goldenReceiverID, firstCounter: counter)
+}
+
+private func goldenOpener(secret: [UInt8] = goldenSecret) throws -> DatagramOpener {
+    try DatagramOpener(secret: secret, receiverID: goldenReceiverID)
+}
+
+/// Opens `packet` with the keys of its counter's generation directly, bypassing the opener's replay window and
+/// generation rules (for packets an opener that has seen nothing would not open).
+private func openWithGenerationKeys(_ packet: [UInt8], secret: [UInt8] = goldenSecret) throws -> [UInt8]? {
+    let header = try #require(DatagramHeader(parsing: packet))
+    let keys = try DatagramGenerationKeys(
+        secret: secret, generation: DatagramGenerationKeys.generation(of: header.counter), direction: .open)
+    var output = [UInt8](repeating: 0, count: packet.count - DatagramFormat.overhead)
+    let opened = packet.withUnsafeBytes { bytes in
+        output.withUnsafeMutableBytes { output in
+            keys.nonce.withNonce(counter: header.counter) { nonce in
+                keys.cipher.open(
+                    nonce: nonce, aad: UnsafeRawBufferPointer(rebasing: bytes[..<20]),
+                    ciphertext: UnsafeRawBufferPointer(rebasing: bytes[20..<(bytes.count - 16)]),
+                    tag: UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - 16)...]), into: output)
+            }
+        }
+    }
+    return opened ? output : nil
 }
 
 /// A payload of `count` bytes that differs from its neighbours in every position.
@@ -29,34 +51,32 @@ private func payload(_ count: Int, seed: UInt8 = 0) -> [UInt8] {
     // MARK: - Keys
 
     @Test func exporterParameters() {
-        #expect(DatagramKeys.exportedLength == 104)
+        #expect(DatagramKeys.exportedLength == 80)
         #expect(DatagramKeys.exporterLabel == "EXPORTER-swift-multipeer datagram")
+        #expect(DatagramFormat.version == 0xD2)
         #expect(DatagramFormat.overhead == 36)
         #expect(DatagramFormat.maximumPayloadLength == 65_471)
+        #expect(DatagramFormat.generationShift == 20)
+        #expect(DatagramGenerationKeys.keyLabel == "swift-multipeer datagram key")
+        #expect(DatagramGenerationKeys.ivLabel == "swift-multipeer datagram iv")
     }
 
     @Test func keySplitFollowsTheDocumentedOrder() {
         let dialer = DatagramKeys(exported: countingExport, isDialer: true)
         let acceptor = DatagramKeys(exported: countingExport, isDialer: false)
-        let dialerToAcceptorKey = Array(countingExport[0..<32])
-        let dialerToAcceptorIV = Array(countingExport[32..<44])
-        let acceptorToDialerKey = Array(countingExport[44..<76])
-        let acceptorToDialerIV = Array(countingExport[76..<88])
-        let dialerID: UInt64 = 0x5859_5A5B_5C5D_5E5F  // bytes 88…95
-        let acceptorID: UInt64 = 0x6061_6263_6465_6667  // bytes 96…103
+        let dialerToAcceptor = Array(countingExport[0..<32])
+        let acceptorToDialer = Array(countingExport[32..<64])
+        let dialerID: UInt64 = 0x4041_4243_4445_4647  // bytes 64…71
+        let acceptorID: UInt64 = 0x4849_4A4B_4C4D_4E4F  // bytes 72…79
 
-        #expect(dialer.sending.key == dialerToAcceptorKey)
-        #expect(dialer.sending.iv == dialerToAcceptorIV)
+        #expect(dialer.sending.secret == dialerToAcceptor)
         #expect(dialer.sending.receiverID == acceptorID)
-        #expect(dialer.receiving.key == acceptorToDialerKey)
-        #expect(dialer.receiving.iv == acceptorToDialerIV)
+        #expect(dialer.receiving.secret == acceptorToDialer)
         #expect(dialer.receiving.receiverID == dialerID)
 
-        #expect(acceptor.sending.key == acceptorToDialerKey)
-        #expect(acceptor.sending.iv == acceptorToDialerIV)
+        #expect(acceptor.sending.secret == acceptorToDialer)
         #expect(acceptor.sending.receiverID == dialerID)
-        #expect(acceptor.receiving.key == dialerToAcceptorKey)
-        #expect(acceptor.receiving.iv == dialerToAcceptorIV)
+        #expect(acceptor.receiving.secret == dialerToAcceptor)
         #expect(acceptor.receiving.receiverID == acceptorID)
     }
 
@@ -80,7 +100,7 @@ private func payload(_ count: Int, seed: UInt8 = 0) -> [UInt8] {
 
     @Test func descriptionHidesTheKeys() {
         let keys = DatagramKeys(exported: countingExport, isDialer: true)
-        #expect(keys.description == "DatagramKeys(sending to 6061626364656667, receiving as 58595a5b5c5d5e5f)")
+        #expect(keys.description == "DatagramKeys(sending to 48494a4b4c4d4e4f, receiving as 4041424344454647)")
     }
 
     // MARK: - Round trips and bounds
@@ -92,7 +112,7 @@ private func payload(_ count: Int, seed: UInt8 = 0) -> [UInt8] {
         let message = payload(size)
         let packet = try sealer.seal(message)
         #expect(packet.count == size + 36)
-        #expect(Array(packet[0..<4]) == [0xD1, 0, 0, 0])
+        #expect(Array(packet[0..<4]) == [0xD2, 0, 0, 0])
         #expect(DatagramHeader(parsing: packet) == DatagramHeader(receiverID: goldenReceiverID, counter: 0))
         if size > 0 { #expect(Array(packet[20..<20 + size]) != message) }
         #expect(opener.open(packet) == .success(message))
@@ -131,14 +151,16 @@ private func payload(_ count: Int, seed: UInt8 = 0) -> [UInt8] {
         let tag = [UInt8](repeating: 0, count: 16)
         #expect(opener.open(headerBytes(counter: 1 << 48) + tag) == .failure(.malformed))
         #expect(opener.open(headerBytes(counter: .max) + tag) == .failure(.malformed))
-        #expect(opener.open(headerBytes(counter: (1 << 48) - 1) + tag) == .failure(.authenticationFailed))
+        // The last valid counter is well-formed, but far beyond the keys a fresh opener derives.
+        #expect(opener.open(headerBytes(counter: (1 << 48) - 1) + tag) == .failure(.tooFarAhead))
     }
 
     @Test func sealingStopsAtTwoToThe48Packets() throws {
         let sealer = try goldenSealer(counter: (1 << 48) - 1)
         let last = try sealer.seal([7])
         #expect(DatagramHeader(parsing: last)?.counter == (1 << 48) - 1)
-        #expect(try goldenOpener().open(last) == .success([7]))
+        #expect(sealer.generation == (1 << 28) - 1)
+        #expect(try openWithGenerationKeys(last) == [7])
         #expect(throws: DatagramError.counterExhausted) { try sealer.seal([8]) }
         #expect(throws: DatagramError.counterExhausted) { try sealer.seal([]) }
     }
@@ -158,7 +180,13 @@ private func payload(_ count: Int, seed: UInt8 = 0) -> [UInt8] {
                 case 0..<4: expected = .malformed  // format and reserved bytes
                 case 4..<12: expected = .unknownReceiver  // receiver id
                 case 12..<14: expected = .malformed  // the counter's top 16 bits: 2^48 or more
-                default: expected = .authenticationFailed  // low counter bits, ciphertext, tag
+                case 14..<20:
+                    // The rest of the counter: a generation beyond the next one is dropped unread, the next one
+                    // (and the current) fail authentication.
+                    let counter = try #require(DatagramHeader(parsing: tampered)?.counter)
+                    expected =
+                        DatagramGenerationKeys.generation(of: counter) > 1 ? .tooFarAhead : .authenticationFailed
+                default: expected = .authenticationFailed  // ciphertext, tag
                 }
                 if expected == .authenticationFailed { authenticationFailures += 1 }
                 #expect(opener.open(tampered) == .failure(expected), "byte \(index) ^ \(flip)")
@@ -171,14 +199,26 @@ private func payload(_ count: Int, seed: UInt8 = 0) -> [UInt8] {
         #expect(opener.open(original) == .failure(.replayed))
     }
 
-    @Test func wrongKeyOrIVFailsAuthentication() throws {
+    @Test func wrongSecretOrGenerationFailsAuthentication() throws {
         let packet = try goldenSealer().seal(payload(100))
-        var otherKey = goldenKey
-        otherKey[31] ^= 1
-        var otherIV = goldenIV
-        otherIV[11] ^= 1
-        #expect(try goldenOpener(key: otherKey).open(packet) == .failure(.authenticationFailed))
-        #expect(try goldenOpener(iv: otherIV).open(packet) == .failure(.authenticationFailed))
+        var otherSecret = goldenSecret
+        otherSecret[31] ^= 1
+        #expect(try goldenOpener(secret: otherSecret).open(packet) == .failure(.authenticationFailed))
+        // A packet sealed with generation 1's keys but carrying a generation 0 counter: the keys are bound to the
+        // generation the counter names.
+        let keys = try DatagramGenerationKeys(secret: goldenSecret, generation: 1, direction: .seal)
+        var forged = headerBytes(counter: 5) + [UInt8](repeating: 0, count: 116)
+        let sealed = forged.withUnsafeMutableBytes { bytes in
+            payload(100).withUnsafeBytes { plaintext in
+                keys.nonce.withNonce(counter: 5) { nonce in
+                    keys.cipher.seal(
+                        nonce: nonce, aad: UnsafeRawBufferPointer(rebasing: bytes[..<20]), plaintext: plaintext,
+                        into: UnsafeMutableRawBufferPointer(rebasing: bytes[20...]))
+                }
+            }
+        }
+        #expect(sealed)
+        #expect(try goldenOpener().open(forged) == .failure(.authenticationFailed))
         #expect(try goldenOpener().open(packet) == .success(payload(100)))
     }
 
@@ -231,43 +271,182 @@ private func payload(_ count: Int, seed: UInt8 = 0) -> [UInt8] {
         // A packet far ahead with a bad tag: if it moved the window, counter 1 would be too old.
         var forged = headerBytes(counter: (1 << 48) - 1) + payload(40)
         forged[forged.count - 1] ^= 1
-        #expect(opener.open(forged) == .failure(.authenticationFailed))
-        var genuineButTampered = try goldenSealer(counter: 1 << 40).seal([5])
+        #expect(opener.open(forged) == .failure(.tooFarAhead))
+        var genuineButTampered = try goldenSealer(counter: firstCounter(ofGeneration: 1) + 7).seal([5])
         genuineButTampered[20] ^= 1
         #expect(opener.open(genuineButTampered) == .failure(.authenticationFailed))
         #expect(opener.window.highest == 0)
         #expect(opener.open(try sealer.seal([1])) == .success([1]))
     }
 
+    // MARK: - Key generations
+
+    @Test func theSealerMovesToTheNextGenerationsKeysAtItsFirstCounter() throws {
+        let boundary = firstCounter(ofGeneration: 1)
+        let sealer = try goldenSealer(counter: boundary - 2)
+        let opener = try goldenOpener()
+        for counter in (boundary - 2)...(boundary + 1) {
+            let packet = try sealer.seal(payload(10, seed: UInt8(counter & 0xFF)))
+            #expect(sealer.generation == DatagramGenerationKeys.generation(of: counter))
+            #expect(opener.open(packet) == .success(payload(10, seed: UInt8(counter & 0xFF))), "counter \(counter)")
+        }
+        #expect(opener.heldGenerations == [0, 1])
+    }
+
+    @Test func theOpenerKeepsThePreviousGenerationOnlyWhileTheWindowReachesIt() throws {
+        let boundary = firstCounter(ofGeneration: 1)
+        let sealer = try goldenSealer(counter: boundary - 4)
+        let packets = try (0..<(4 + ReplayWindow.size)).map { _ in try sealer.seal([1]) }
+        let opener = try goldenOpener()
+        #expect(opener.heldGenerations == [0])
+        #expect(opener.open(packets[0]) == .success([1]))  // boundary - 4
+        #expect(opener.open(packets[4]) == .success([1]))  // boundary: generation 1 is now the current one
+        #expect(opener.heldGenerations == [0, 1])
+        #expect(opener.open(packets[2]) == .success([1]))  // a straggler of generation 0, within the window
+        // boundary + 1,023: the oldest counter the window covers is the boundary, so generation 0 is dropped.
+        #expect(opener.open(packets[4 + ReplayWindow.size - 1]) == .success([1]))
+        #expect(opener.heldGenerations == [1])
+        #expect(opener.open(packets[3]) == .failure(.tooOld))
+        #expect(opener.open(packets[5]) == .success([1]))
+    }
+
+    @Test func aForgedFarFutureCounterMakesTheOpenerDeriveNoKeys() throws {
+        let opener = try goldenOpener()
+        var random = SplitMix64(seed: 0x666f_7267)
+        for generation: UInt64 in [2, 3, 100, 1 << 27, (1 << 28) - 1] {
+            let forged = headerBytes(counter: firstCounter(ofGeneration: generation) + 1) + random.bytes(48)
+            #expect(opener.open(forged) == .failure(.tooFarAhead), "generation \(generation)")
+        }
+        #expect(opener.heldGenerations == [0])
+        // The next generation's keys are derived once for a packet that claims it, and kept: however many forged
+        // packets claim it, nothing more is derived.
+        for _ in 0..<100 {
+            let forged = headerBytes(counter: firstCounter(ofGeneration: 1) + 5) + random.bytes(48)
+            #expect(opener.open(forged) == .failure(.authenticationFailed))
+        }
+        #expect(opener.heldGenerations == [0, 1])
+        #expect(opener.window.highest == nil)
+        let statistics = opener.counters.snapshot
+        #expect(statistics.received == 105)
+        #expect(statistics.droppedTooFarAhead == 5)
+        #expect(statistics.droppedAuthentication == 100)
+        #expect(statistics.delivered == 0)
+    }
+
+    @Test func theOpenerCountsEveryOutcomeForItsReceiveID() throws {
+        let sealer = try goldenSealer()
+        let opener = try goldenOpener()
+        let packets = try (0..<1_100).map { _ in try sealer.seal([3]) }
+        #expect(opener.open(packets[1_099]) == .success([3]))
+        #expect(opener.open(packets[1_099]) == .failure(.replayed))
+        #expect(opener.open(packets[0]) == .failure(.tooOld))
+        var tampered = packets[1_000]
+        tampered[25] ^= 1
+        #expect(opener.open(tampered) == .failure(.authenticationFailed))
+        #expect(
+            opener.open(headerBytes(counter: firstCounter(ofGeneration: 9)) + payload(16)) == .failure(.tooFarAhead))
+        // Not for this connection, and not a packet at all: nothing to count against it.
+        var stranger = packets[5]
+        stranger[11] ^= 1
+        #expect(opener.open(stranger) == .failure(.unknownReceiver))
+        #expect(opener.open([1, 2, 3]) == .failure(.malformed))
+        var expected = DatagramStatistics()
+        expected.received = 5
+        expected.delivered = 1
+        expected.droppedReplay = 1
+        expected.droppedTooOld = 1
+        expected.droppedAuthentication = 1
+        expected.droppedTooFarAhead = 1
+        #expect(opener.counters.snapshot == expected)
+    }
+
     // MARK: - Golden vectors
 
+    // Computed independently with Python's `cryptography` package (HKDFExpand with SHA-256, then AESGCM), from
+    // the layout in DatagramFormat.swift and PROTOCOL.md 3.7:
+    //
+    //     from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+    //     from cryptography.hazmat.primitives import hashes
+    //     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    //     secret = bytes(range(32))
+    //     def expand(label, g, n):
+    //         return HKDFExpand(hashes.SHA256(), n, label.encode() + g.to_bytes(8, "big")).derive(secret)
+    //     def packet(counter, payload):
+    //         g = counter >> 20
+    //         key = expand("swift-multipeer datagram key", g, 32)
+    //         iv = expand("swift-multipeer datagram iv", g, 12)
+    //         header = bytes([0xD2, 0, 0, 0]) + bytes.fromhex("1122334455667788") + counter.to_bytes(8, "big")
+    //         nonce = bytes(a ^ b for a, b in zip(iv, bytes(4) + counter.to_bytes(8, "big")))
+    //         return header + AESGCM(key).encrypt(nonce, payload, header)
+    //
+    // (run with /usr/bin/python3, Debian's python3-cryptography 38).
+
+    @Test func goldenGenerationKeys() throws {
+        let cases: [(UInt64, String, String)] = [
+            (
+                0, "f127e75f7b19c8171f2d5f25979242ef1d5173ca73a6c625faf29e81b2013db7",
+                "562c7c172291e41d96014827"
+            ),
+            (
+                1, "71b43c2dcbcc395c34d9488b6698146f1356e5050194aecf31411cef4f3efb9c",
+                "ae1fe60de2e96cdbe615fbdd"
+            ),
+            (
+                0x10_2030, "24d3e32df4197abe5f5dedb745df4f6df1279c28aeb3997d5cb05b87a12b3a78",
+                "884cee2f6d347594b65fef8f"
+            ),
+        ]
+        for (generation, key, iv) in cases {
+            let derivedKey = try DatagramGenerationKeys.expand(
+                secret: goldenSecret, label: DatagramGenerationKeys.keyLabel, generation: generation, length: 32)
+            let derivedIV = try DatagramGenerationKeys.expand(
+                secret: goldenSecret, label: DatagramGenerationKeys.ivLabel, generation: generation, length: 12)
+            #expect(derivedKey == hex(key), "generation \(generation)")
+            #expect(derivedIV == hex(iv), "generation \(generation)")
+        }
+    }
+
     @Test func goldenPacket() throws {
-        // Computed independently with Python's `cryptography` (AESGCM over OpenSSL) from the documented layout:
-        // key 00…1f, IV a0…ab, receive id 1122334455667788, counter 0x010203040506, so the nonce is
-        // a0a1a2a3 a4a5a7a5abadafad (the IV XOR 00000000 0000010203040506).
+        // Counter 0x010203040506 is in generation 0x102030 (the counter >> 20); that generation's IV is
+        // 884cee2f6d347594b65fef8f, so the nonce is 884cee2f 6d347496b55bea89.
         let expected = hex(
             """
-            D1 000000 1122334455667788 0000010203040506   # header: format, reserved, receiver id, counter
-            7c38710e66ecd345f1c95cadb4a70adc4468e47072a6b7ec57914c   # ciphertext of "swift-multipeer datagram v1"
-            60388fed53f62eaa47ce53023dd771a0                         # tag
+            D2 000000 1122334455667788 0000010203040506   # header: format, reserved, receiver id, counter
+            35455e07314efb8244244f4d2d828b5e39de0d875385386cfd87e0   # ciphertext of "swift-multipeer datagram v2"
+            20bd47d931b7383b41fa1cc58f02cafe                         # tag
             """)
-        let packet = try goldenSealer(counter: 0x0102_0304_0506).seal(Array("swift-multipeer datagram v1".utf8))
+        let packet = try goldenSealer(counter: 0x0102_0304_0506).seal(Array("swift-multipeer datagram v2".utf8))
         #expect(packet == expected)
-        #expect(try goldenOpener().open(expected) == .success(Array("swift-multipeer datagram v1".utf8)))
+        // An opener that has seen nothing would not derive generation 0x102030's keys; they open it directly.
+        #expect(try openWithGenerationKeys(expected) == Array("swift-multipeer datagram v2".utf8))
     }
 
     @Test func goldenEmptyPacket() throws {
-        // Same key and IV, counter 0 (so the nonce is the IV), empty payload: the packet is header and tag.
-        let expected = hex("D1000000 1122334455667788 0000000000000000  d7d4302c65f4501eafbbe5b908a139f9")
+        // Counter 0 (generation 0, so the nonce is its IV), empty payload: the packet is header and tag.
+        let expected = hex("D2000000 1122334455667788 0000000000000000  7ab06853217f50c604a4694ca0e7c3ca")
         #expect(try goldenSealer().seal([]) == expected)
         #expect(try goldenOpener().open(expected) == .success([]))
     }
 
+    @Test func goldenFirstPacketOfTheSecondGeneration() throws {
+        // Counter 2^20: generation 1's key and IV (ae1fe60de2e96cdbe615fbdd), nonce ae1fe60d e2e96cdbe605fbdd.
+        let expected = hex(
+            """
+            D2000000 1122334455667788 0000000000100000
+            b43ab71dabcee56605caa104   # ciphertext of "generation 1"
+            adbc10d43d60c3dcfcbed3d28fe43c07
+            """)
+        #expect(try goldenSealer(counter: 1 << 20).seal(Array("generation 1".utf8)) == expected)
+        // The next generation is one a fresh opener accepts.
+        #expect(try goldenOpener().open(expected) == .success(Array("generation 1".utf8)))
+    }
+
     @Test func nonceIsTheIVXorTheCounter() {
-        let nonce = DatagramNonce(iv: goldenIV)
+        let iv = (0xA0..<0xAC).map { UInt8($0) }
+        let nonce = DatagramNonce(iv: iv)
         let bytes = nonce.withNonce(counter: 0x0102_0304_0506) { Array($0) }
         #expect(bytes == hex("a0a1a2a3 a4a5a7a5abadafad"))
-        #expect(nonce.withNonce(counter: 0) { Array($0) } == goldenIV)
+        #expect(nonce.withNonce(counter: 0) { Array($0) } == iv)
     }
 
     /// The AES-256 case of the GCM specification (McGrew and Viega, "The Galois/Counter Mode of Operation",

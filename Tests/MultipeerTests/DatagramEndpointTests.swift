@@ -164,27 +164,32 @@ private func testPayload(_ index: Int, direction: UInt8) -> [UInt8] {
                 header.withUnsafeMutableBytes { DatagramHeader(receiverID: acceptorID, counter: 1).write(to: $0) }
                 try attacker.send(header + randomBytes(64), to: destination)
                 // 6. Sealed with the right key for a receive id nobody registered: unknown receiver.
-                let stranger = try DatagramSealer(
-                    key: keyToAcceptor.key, iv: keyToAcceptor.iv, receiverID: acceptorID ^ 1)
+                let stranger = try DatagramSealer(secret: keyToAcceptor.secret, receiverID: acceptorID ^ 1)
                 try attacker.send(try stranger.seal(Array("stranger".utf8)), to: destination)
                 // 7. Counter 5,000 is delivered; then 8. the dialer's counter 1 is more than 1,024 behind: too old.
                 let ahead = try DatagramSealer(
-                    key: keyToAcceptor.key, iv: keyToAcceptor.iv, receiverID: acceptorID, firstCounter: 5_000)
+                    secret: keyToAcceptor.secret, receiverID: acceptorID, firstCounter: 5_000)
                 try attacker.send(try ahead.seal(Array("ahead".utf8)), to: destination)
                 try pair.dialer.send(try pair.dialerSealer.seal(Array("late".utf8)), to: destination)
+                // 8b. Sealed with the right keys, but two key generations ahead: too far ahead, dropped unread.
+                let farAhead = try DatagramSealer(
+                    secret: keyToAcceptor.secret, receiverID: acceptorID,
+                    firstCounter: 2 << DatagramFormat.generationShift)
+                try attacker.send(try farAhead.seal(Array("far ahead".utf8)), to: destination)
                 // 9. A last genuine packet: once it arrives, the socket has read everything before it.
                 try pair.dialer.send(try ahead.seal(Array("last".utf8)), to: destination)
             }
             #expect(await eventually { pair.acceptorInbox.count == 3 })
             #expect(pair.acceptorInbox.values == ["first", "ahead", "last"].map { Array($0.utf8) })
             let statistics = try await pair.loop.submit { pair.acceptor.statistics }
-            #expect(statistics.received == 9)
+            #expect(statistics.received == 10)
             #expect(statistics.delivered == 3)
             #expect(statistics.droppedReplay == 1)
             #expect(statistics.droppedMalformed == 2)
             #expect(statistics.droppedAuthentication == 1)
             #expect(statistics.droppedUnknownReceiver == 1)
             #expect(statistics.droppedTooOld == 1)
+            #expect(statistics.droppedTooFarAhead == 1)
             #expect(statistics.sendDrops == 0)
             #expect(pair.dialerInbox.count == 0)
         }

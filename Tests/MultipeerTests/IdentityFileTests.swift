@@ -1,6 +1,9 @@
+import Dispatch
 import Glibc
-import Multipeer
+import Synchronization
 import Testing
+
+@testable import Multipeer
 
 @Suite("PeerIdentity: saving and loading")
 struct IdentityFileTests {
@@ -171,6 +174,172 @@ struct IdentityFileTests {
             let copy = directory + "/copy"
             try identity.save(to: copy)
             #expect(try PeerIdentity.load(from: copy).fingerprint == identity.fingerprint)
+        }
+    }
+
+    // MARK: Links, FIFOs, crashes and durability
+
+    @Test func loadOfAFIFOFailsAtOnceInsteadOfWaitingForAWriter() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/identity"
+            try #require(mkfifo(path, 0o600) == 0)
+            let outcome = Mutex<Result<PeerIdentity, IdentityError>?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                let result = Result { () throws(IdentityError) in try PeerIdentity.load(from: path) }
+                outcome.withLock { $0 = result }
+                done.signal()
+            }
+            let finished = done.wait(timeout: .now() + 5) == .success
+            if !finished {
+                // Unblock the stuck open (a writer arrives and leaves) so the thread ends, then fail.
+                let writer = open(path, O_WRONLY | O_NONBLOCK)
+                if writer >= 0 { close(writer) }
+                _ = done.wait(timeout: .now() + 5)
+            }
+            #expect(finished, "loading a FIFO blocked for 5 seconds")
+            guard case .failure(let error)? = outcome.withLock({ $0 }) else {
+                Issue.record("loading a FIFO did not fail: \(String(describing: outcome.withLock { $0 }))")
+                return
+            }
+            #expect(error.code == .fileUnreadable(path: path))
+            #expect(error.reason.contains("not a regular file (a FIFO)"), "\(error.reason)")
+        }
+    }
+
+    @Test func loadRefusesASymbolicLinkInsteadOfFollowingIt() throws {
+        try withTemporaryDirectory { directory in
+            let real = directory + "/real"
+            let path = directory + "/identity"
+            let identity = try PeerIdentity.generate(displayName: "a")
+            try identity.save(to: real)
+            try #require(symlink(real, path) == 0)
+            let error = #expect(throws: IdentityError.self) { try PeerIdentity.load(from: path) }
+            #expect(error?.code == .fileUnreadable(path: path))
+            #expect(error?.reason.contains("symbolic link") == true, "\(error?.reason ?? "")")
+            #expect(try PeerIdentity.load(from: real).fingerprint == identity.fingerprint)
+        }
+    }
+
+    @Test func saveReplacesASymbolicLinkAndLeavesItsTargetAlone() throws {
+        try withTemporaryDirectory { directory in
+            let victim = directory + "/victim"
+            let path = directory + "/identity"
+            try writeFile(victim, Array("victim".utf8), mode: 0o644)
+            try #require(symlink(victim, path) == 0)
+            try PeerIdentity.generate(displayName: "a").save(to: path)
+            #expect(try fileType(path) == S_IFREG)
+            #expect(try readWhole(victim) == Array("victim".utf8))
+            #expect(try permissionBits(victim) == 0o644)
+        }
+    }
+
+    @Test func theTemporaryFileIsAHiddenNameNextToTheTarget() {
+        #expect(IdentityFile.temporaryName(for: "identity") == ".identity.tmp")
+        #expect(IdentityFile.temporaryName(for: ".hidden") == "..hidden.tmp")
+    }
+
+    @Test func saveRemovesATemporaryFileLeftByACrashedSave() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/identity"
+            // What a save killed between creating and renaming its file leaves: a partial file at the fixed name.
+            try writeFile(directory + "/.identity.tmp", Array("swift-multipeer identity 1\ndisplay-".utf8))
+            let identity = try PeerIdentity.generate(displayName: "after the crash")
+            try identity.save(to: path)
+            #expect(directoryEntries(directory) == ["identity"])
+            #expect(try PeerIdentity.load(from: path).fingerprint == identity.fingerprint)
+        }
+    }
+
+    @Test func loadRemovesATemporaryFileLeftByACrashedSave() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/identity"
+            let identity = try PeerIdentity.generate(displayName: "a")
+            try identity.save(to: path)
+            try writeFile(directory + "/.identity.tmp", Array("partial".utf8))
+            #expect(try PeerIdentity.load(from: path).fingerprint == identity.fingerprint)
+            #expect(directoryEntries(directory) == ["identity"])
+        }
+    }
+
+    @Test func aLeftoverSymbolicLinkIsRemovedWithoutTouchingItsTarget() throws {
+        try withTemporaryDirectory { directory in
+            let victim = directory + "/victim"
+            try writeFile(victim, Array("victim".utf8), mode: 0o644)
+            try #require(symlink(victim, directory + "/.identity.tmp") == 0)
+            try PeerIdentity.generate(displayName: "a").save(to: directory + "/identity")
+            #expect(directoryEntries(directory).sorted() == ["identity", "victim"])
+            #expect(try readWhole(victim) == Array("victim".utf8))
+        }
+    }
+
+    @Test func aTemporaryFileASaveIsStillWritingIsLeftAlone() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/identity"
+            let temporary = directory + "/.identity.tmp"
+            try writeFile(temporary, Array("being written".utf8))
+            // A save under way holds an exclusive lock on its temporary file.
+            let holder = open(temporary, O_RDONLY)
+            try #require(holder >= 0)
+            try #require(flock(holder, LOCK_EX) == 0)
+            let error = #expect(throws: IdentityError.self) {
+                try PeerIdentity.generate(displayName: "a").save(to: path)
+            }
+            #expect(error?.code == .fileWriteFailed(path: path))
+            #expect(error?.reason.contains("another save of the same file is under way") == true)
+            #expect(try readWhole(temporary) == Array("being written".utf8))
+            close(holder)
+            // Once the lock is gone the file is a leftover like any other.
+            try PeerIdentity.generate(displayName: "a").save(to: path)
+            #expect(directoryEntries(directory) == ["identity"])
+        }
+    }
+
+    @Test func somethingElseAtTheTemporaryNameStopsTheSave() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/identity"
+            try #require(mkdir(directory + "/.identity.tmp", 0o700) == 0)
+            defer { rmdir(directory + "/.identity.tmp") }
+            let error = #expect(throws: IdentityError.self) {
+                try PeerIdentity.generate(displayName: "a").save(to: path)
+            }
+            #expect(error?.code == .fileWriteFailed(path: path))
+            #expect(error?.reason.contains("is not a file (a directory)") == true, "\(error?.reason ?? "")")
+        }
+    }
+
+    @Test func theDirectoryIsSyncedAfterTheRename() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/identity"
+            var directoryStatus = stat()
+            try #require(stat(directory, &directoryStatus) == 0)
+            var synced: [(isTheDirectory: Bool, renamed: Bool)] = []
+            try IdentityFile.write(Array("new".utf8), to: path) { fd in
+                var status = stat()
+                let isTheDirectory =
+                    fstat(fd, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
+                    && status.st_ino == directoryStatus.st_ino && status.st_dev == directoryStatus.st_dev
+                synced.append((isTheDirectory, (try? readWhole(path)) == Array("new".utf8)))
+                return fsync(fd)
+            }
+            #expect(synced.count == 1)
+            #expect(synced.first?.isTheDirectory == true)
+            #expect(synced.first?.renamed == true)
+        }
+    }
+
+    @Test func aFailedDirectorySyncIsReported() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/identity"
+            let error = #expect(throws: IdentityError.self) {
+                try IdentityFile.write(Array("new".utf8), to: path) { _ in
+                    errno = EIO
+                    return -1
+                }
+            }
+            #expect(error?.code == .fileWriteFailed(path: path))
+            #expect(error?.reason.contains("syncing its directory failed") == true, "\(error?.reason ?? "")")
+            #expect(error?.reason.contains("Input/output error") == true, "\(error?.reason ?? "")")
         }
     }
 }

@@ -77,3 +77,25 @@ func directoryEntries(_ directory: String) -> [String] {
     }
     return names
 }
+
+/// The file type bits (`S_IFREG`, `S_IFLNK`, …) of `path` itself, not of what a link points to.
+func fileType(_ path: String) throws -> mode_t {
+    var status = stat()
+    try #require(lstat(path, &status) == 0)
+    return status.st_mode & S_IFMT
+}
+
+/// The whole content of the file at `path`.
+func readWhole(_ path: String) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY)
+    try #require(fd >= 0)
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4_096)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        try #require(count >= 0)
+        if count == 0 { return bytes }
+        bytes += chunk.prefix(count)
+    }
+}

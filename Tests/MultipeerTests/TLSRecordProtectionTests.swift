@@ -8,22 +8,42 @@ import Testing
 @Suite("TLS record layer: ours against OpenSSL's")
 struct TLSRecordProtectionTests {
     static let suites = ["TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"]
-    /// (client uses ours, server uses ours)
-    static let mixes: [(Bool, Bool)] = [(true, false), (false, true), (true, true)]
 
-    func pair(suite: String, clientOwn: Bool, serverOwn: Bool) throws -> TLSPair {
+    /// A client and a server of the given kinds after a completed handshake on `suite`.
+    func pair<Client: TLSEndpoint, Server: TLSEndpoint>(
+        _: Client.Type, _: Server.Type, suite: String = "TLS_AES_128_GCM_SHA256"
+    ) throws -> (client: Client, server: Server) {
         var hooks = TLSContextTestHooks()
         hooks.cipherSuites = suite
-        let pair = try TLSPair(
-            clientHooks: hooks, serverHooks: hooks, clientOwnRecordLayer: clientOwn, serverOwnRecordLayer: serverOwn)
-        let run = runHandshake(pair)
+        let serverIdentity = try PeerIdentity.generate(displayName: "server")
+        let client = try Client(
+            context: TLSContext(
+                identity: PeerIdentity.generate(displayName: "client"), role: .client, testHooks: hooks),
+            expectedPeer: serverIdentity.fingerprint)
+        let server = try Server(
+            context: TLSContext(identity: serverIdentity, role: .server, testHooks: hooks), expectedPeer: nil)
+        let run = runHandshake(client: client, server: server)
         try #require(run.client.isComplete && run.server.isComplete, "handshake: \(run)")
-        #expect(pair.client.negotiatedCipherSuite == suite)
-        return pair
+        #expect(client.negotiatedCipherSuite == suite)
+        return (client, server)
+    }
+
+    /// Our record layer against OpenSSL's on either side, and ours on both, with a name for messages.
+    func mixes(suite: String = "TLS_AES_128_GCM_SHA256") throws -> [(
+        client: any TLSEndpoint, server: any TLSEndpoint, name: String
+    )] {
+        let ours = try pair(TLSSession.self, OpenSSLRecordSession.self, suite: suite)
+        let theirs = try pair(OpenSSLRecordSession.self, TLSSession.self, suite: suite)
+        let both = try pair(TLSSession.self, TLSSession.self, suite: suite)
+        return [
+            (ours.client, ours.server, "\(suite): client ours, server OpenSSL's"),
+            (theirs.client, theirs.server, "\(suite): client OpenSSL's, server ours"),
+            (both.client, both.server, "\(suite): ours on both sides"),
+        ]
     }
 
     /// Moves `data` from `sender` to `receiver` in pieces of up to `piece` bytes, decrypting with `maximum`.
-    func send(_ data: [UInt8], from sender: TLSSession, to receiver: TLSSession, piece: Int, maximum: Int)
+    func send(_ data: [UInt8], from sender: any TLSEndpoint, to receiver: any TLSEndpoint, piece: Int, maximum: Int)
         throws -> [UInt8]
     {
         try encrypt(data, on: sender)
@@ -47,16 +67,15 @@ struct TLSRecordProtectionTests {
     func interoperates() throws {
         var random = SplitMix64(seed: 0x7265_636f_7264)
         for suite in Self.suites {
-            for (clientOwn, serverOwn) in Self.mixes {
-                let pair = try pair(suite: suite, clientOwn: clientOwn, serverOwn: serverOwn)
+            for pair in try mixes(suite: suite) {
                 for size in [1, 63, 16_383, 16_384, 16_385, 100_000] {
                     let data = random.bytes(size)
                     let piece = Int.random(in: 1...40_000, using: &random)
                     let maximum = Int.random(in: 1...70_000, using: &random)
                     let there = try send(data, from: pair.client, to: pair.server, piece: piece, maximum: maximum)
-                    #expect(there == data, "\(suite) client own \(clientOwn) -> server own \(serverOwn), \(size) B")
+                    #expect(there == data, "\(pair.name), client to server, \(size) B")
                     let back = try send(data, from: pair.server, to: pair.client, piece: piece, maximum: maximum)
-                    #expect(back == data, "\(suite) server own \(serverOwn) -> client own \(clientOwn), \(size) B")
+                    #expect(back == data, "\(pair.name), server to client, \(size) B")
                 }
             }
         }
@@ -64,8 +83,8 @@ struct TLSRecordProtectionTests {
 
     @Test("a record is sealed as OpenSSL seals it: same length, 22 bytes of overhead per record")
     func recordSizes() throws {
-        let ours = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: true, serverOwn: true)
-        let theirs = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: false, serverOwn: false)
+        let ours = try pair(TLSSession.self, TLSSession.self)
+        let theirs = try pair(OpenSSLRecordSession.self, OpenSSLRecordSession.self)
         for size in [1, 16_384, 40_000] {
             try encrypt([UInt8](repeating: 9, count: size), on: ours.client)
             try encrypt([UInt8](repeating: 9, count: size), on: theirs.client)
@@ -79,7 +98,7 @@ struct TLSRecordProtectionTests {
     @Test("reads are opened straight from the socket's bytes in any split, partial records kept for the next")
     func directDecryption() throws {
         var random = SplitMix64(seed: 0x6469_7265_6374)
-        let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: false, serverOwn: true)
+        let pair = try pair(OpenSSLRecordSession.self, TLSSession.self)
         let data = random.bytes(300_000)
         try encrypt(data, on: pair.client)
         pair.client.sendCloseNotify()
@@ -107,7 +126,11 @@ struct TLSRecordProtectionTests {
     func ourKeyUpdates() throws {
         var random = SplitMix64(seed: 0x6b65_7975)
         for receiverOwn in [false, true] {
-            let pair = try pair(suite: "TLS_AES_256_GCM_SHA384", clientOwn: true, serverOwn: receiverOwn)
+            let pair =
+                receiverOwn
+                ? try pair(TLSSession.self, TLSSession.self, suite: "TLS_AES_256_GCM_SHA384")
+                    as (client: TLSSession, server: any TLSEndpoint)
+                : try pair(TLSSession.self, OpenSSLRecordSession.self, suite: "TLS_AES_256_GCM_SHA384")
             pair.client.setKeyUpdateInterval(3)
             let data = random.bytes(200_000)  // 13 records: four key updates on the way
             let received = try send(data, from: pair.client, to: pair.server, piece: 30_000, maximum: 70_000)
@@ -120,8 +143,8 @@ struct TLSRecordProtectionTests {
 
     @Test("a KeyUpdate from OpenSSL that asks for ours is followed and answered")
     func peerRequestedKeyUpdate() throws {
-        let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: false, serverOwn: true)
-        #expect(pair.client.requestKeyUpdateThroughOpenSSL())
+        let pair = try pair(OpenSSLRecordSession.self, TLSSession.self)
+        #expect(pair.client.requestKeyUpdate())
         let hello = Array("after the update".utf8)
         #expect(try send(hello, from: pair.client, to: pair.server, piece: 1000, maximum: 1000) == hello)
         // Our answer (our own KeyUpdate) goes out before our next data; OpenSSL must follow it.
@@ -193,10 +216,58 @@ struct TLSRecordProtectionTests {
         #expect(receiver.refusalAlert == 20)
     }
 
+    @Test(
+        "a record whose inner plaintext (content, type, padding) exceeds 2^14 + 1 bytes is refused: record_overflow",
+        arguments: [
+            (16_384, 0, true), (16_383, 1, true), (100, 16_284, true), (0, 16_384, true),
+            (16_384, 1, false), (16_000, 500, false), (16_000, 1_000, false), (0, 16_385, false),
+        ])
+    func innerPlaintextLimit(content: Int, padding: Int, accepted: Bool) throws {
+        let secret = [UInt8](repeating: 0x19, count: 32)
+        var random = SplitMix64(seed: UInt64(content * 100_000 + padding))
+        let data = random.bytes(content)
+        // TLSInnerPlaintext: content, the content type, then zeros. The AEAD appends its `contentType` argument
+        // last, so the inner plaintext goes in whole but for its last byte (the type, or the last zero).
+        let inner = data + [TLSRecordProtection.applicationDataType] + [UInt8](repeating: 0, count: padding)
+        let length = inner.count + TLSRecordProtection.tagLength
+        var record: [UInt8] = [23, 3, 3, UInt8(length >> 8), UInt8(length & 0xFF)]
+        record += [UInt8](repeating: 0, count: length)
+        let sealing = try TLSRecordProtection.AEAD(suite: .aes128GCM, secret: secret, encrypt: true)
+        let sealed = record.withUnsafeMutableBytes { bytes in
+            inner.dropLast().withUnsafeBytes { content in
+                sealing.seal(
+                    sequence: 0, header: UnsafeRawBufferPointer(rebasing: bytes[0..<5]), content: content,
+                    contentType: inner.last!, into: UnsafeMutableRawBufferPointer(rebasing: bytes[5...]))
+            }
+        }
+        try #require(sealed)
+        // Through the header check (as a connection reads) and through open(record:) alone.
+        for headerFirst in [true, false] {
+            let receiver = try TLSRecordProtection(suite: .aes128GCM, sendingSecret: secret, receivingSecret: secret)
+            var output: [UInt8] = []
+            func open() throws -> TLSRecordProtection.Opened? {
+                try record.withUnsafeBytes {
+                    headerFirst
+                        ? try receiver.openNext(in: $0, into: &output)?.opened
+                        : try receiver.open(record: $0, into: &output)
+                }
+            }
+            if accepted {
+                #expect(try open() == .data, "\(content) + \(padding)")
+                #expect(output == data)
+            } else {
+                let error = try #require(throws: ConnectionError.self, "\(content) + \(padding)") { try open() }
+                #expect(error.code == .protocolViolation)
+                #expect(error.reason.contains("record_overflow"), "\(error.reason)")
+                #expect(receiver.refusalAlert == 22)
+                #expect(output.isEmpty)
+            }
+        }
+    }
+
     @Test("close_notify from either record layer is understood by the other")
     func closeNotify() throws {
-        for (clientOwn, serverOwn) in Self.mixes {
-            let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: clientOwn, serverOwn: serverOwn)
+        for pair in try mixes() {
             try encrypt([1, 2, 3], on: pair.client)
             pair.client.sendCloseNotify()
             _ = shuttle(from: pair.client, to: pair.server)
@@ -212,7 +283,10 @@ struct TLSRecordProtectionTests {
     @Test("a tampered record is refused, and the sender learns why from a bad_record_mac alert")
     func tamperedRecord() throws {
         for senderOwn in [true, false] {
-            let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: senderOwn, serverOwn: true)
+            let pair =
+                senderOwn
+                ? try pair(TLSSession.self, TLSSession.self) as (client: any TLSEndpoint, server: TLSSession)
+                : try pair(OpenSSLRecordSession.self, TLSSession.self)
             try encrypt([UInt8](repeating: 5, count: 200), on: pair.client)
             var record = pair.client.takeCiphertext()
             record[50] ^= 0x01
@@ -236,7 +310,7 @@ struct TLSRecordProtectionTests {
             ([23, 3, 3, 0, 16], "too short"),
         ]
         for (header, expected) in cases {
-            let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: true, serverOwn: true)
+            let pair = try pair(TLSSession.self, TLSSession.self)
             pair.server.receivedCiphertext(header)
             let error = try #require(throws: ConnectionError.self) { try decryptAll(pair.server) }
             #expect(error.code == .protocolViolation && error.reason.contains(expected), "\(error.reason)")
@@ -245,7 +319,7 @@ struct TLSRecordProtectionTests {
 
     @Test("a record cut anywhere waits for the rest; nothing is delivered twice")
     func truncatedAtEveryOffset() throws {
-        let pair = try pair(suite: "TLS_AES_128_GCM_SHA256", clientOwn: true, serverOwn: true)
+        let pair = try pair(TLSSession.self, TLSSession.self)
         let data = Array(0..<100).map { UInt8($0) }
         for cut in 0...(data.count + 22) {
             try encrypt(data, on: pair.client)

@@ -501,13 +501,20 @@ struct TLSMeasurements {
             #expect(output.count == message.count)
         }
         let trafficked = (heap: heapInUse() ?? 0, resident: residentBytes())
+        for pair in pairs {
+            pair.client.releaseHandshakeState()
+            pair.server.releaseHandshakeState()
+        }
+        let released = (heap: heapInUse() ?? 0, resident: residentBytes())
         let sessions = 2 * pairCount
         print(
             "TLS idle memory per session, \(pairCount) pairs: heap in use (mallinfo2) "
                 + "\((handshaken.heap - before.heap) / sessions) bytes after the handshake, "
-                + "\((trafficked.heap - before.heap) / sessions) after 100 kB each way; resident set "
-                + "\((handshaken.resident - before.resident) / sessions) and "
-                + "\((trafficked.resident - before.resident) / sessions)")
+                + "\((trafficked.heap - before.heap) / sessions) after 100 kB each way, "
+                + "\((released.heap - before.heap) / sessions) after releasing the handshake state; resident set "
+                + "\((handshaken.resident - before.resident) / sessions), "
+                + "\((trafficked.resident - before.resident) / sessions) and "
+                + "\((released.resident - before.resident) / sessions)")
         withExtendedLifetime(pairs) {}
     }
 

@@ -21,6 +21,21 @@ extension SplitMix64 {
     }
 }
 
+/// What the tests do with one end of a TLS connection, whichever record layer carries its data after the
+/// handshake: this package's (``TLSSession``) or OpenSSL's (``OpenSSLRecordSession``).
+protocol TLSEndpoint: AnyObject {
+    init(context: TLSContext, expectedPeer: PeerFingerprint?) throws(ConnectionError)
+    func receivedCiphertext(_ bytes: [UInt8])
+    func advanceHandshake() throws(ConnectionError) -> Bool
+    func takeCiphertext() -> [UInt8]
+    func encrypt(_ plaintext: UnsafeRawBufferPointer) throws(ConnectionError)
+    func decrypt(into output: inout [UInt8], maximum: Int) throws(ConnectionError) -> TLSReadStatus
+    func sendCloseNotify()
+    var negotiatedCipherSuite: String { get }
+}
+
+extension TLSSession: TLSEndpoint {}
+
 /// Two identities and a client and a server session between them.
 struct TLSPair {
     let clientIdentity: PeerIdentity
@@ -33,8 +48,7 @@ struct TLSPair {
     init(
         clientIdentity: PeerIdentity? = nil, serverIdentity: PeerIdentity? = nil,
         expectedPeer: PeerFingerprint?? = .none, clientHooks: TLSContextTestHooks = TLSContextTestHooks(),
-        serverHooks: TLSContextTestHooks = TLSContextTestHooks(), clientOwnRecordLayer: Bool = true,
-        serverOwnRecordLayer: Bool = true
+        serverHooks: TLSContextTestHooks = TLSContextTestHooks()
     ) throws {
         let clientIdentity = try clientIdentity ?? PeerIdentity.generate(displayName: "client")
         let serverIdentity = try serverIdentity ?? PeerIdentity.generate(displayName: "server")
@@ -42,10 +56,8 @@ struct TLSPair {
         self.serverIdentity = serverIdentity
         let clientContext = try TLSContext(identity: clientIdentity, role: .client, testHooks: clientHooks)
         let serverContext = try TLSContext(identity: serverIdentity, role: .server, testHooks: serverHooks)
-        client = try TLSSession(
-            context: clientContext, expectedPeer: expectedPeer ?? serverIdentity.fingerprint,
-            ownRecordLayer: clientOwnRecordLayer)
-        server = try TLSSession(context: serverContext, expectedPeer: nil, ownRecordLayer: serverOwnRecordLayer)
+        client = try TLSSession(context: clientContext, expectedPeer: expectedPeer ?? serverIdentity.fingerprint)
+        server = try TLSSession(context: serverContext, expectedPeer: nil)
     }
 
     /// A pair of sessions from existing contexts, the client expecting `expectedPeer`.
@@ -92,14 +104,14 @@ struct HandshakeRun {
 
 /// Moves everything `from` has to send into `to`; returns the number of bytes moved.
 @discardableResult
-func shuttle(from: TLSSession, to: TLSSession) -> Int {
+func shuttle(from: any TLSEndpoint, to: any TLSEndpoint) -> Int {
     let bytes = from.takeCiphertext()
     to.receivedCiphertext(bytes)
     return bytes.count
 }
 
 /// Advances `session`'s handshake once unless it already ended.
-private func advance(_ session: TLSSession, _ side: inout HandshakeSide) {
+private func advance(_ session: any TLSEndpoint, _ side: inout HandshakeSide) {
     guard case .waiting = side else { return }
     do {
         if try session.advanceHandshake() { side = .complete }
@@ -111,14 +123,19 @@ private func advance(_ session: TLSSession, _ side: inout HandshakeSide) {
 /// Runs the handshake by passing bytes back and forth in rounds (the client's turn, then the server's) until
 /// a round moves no bytes and changes neither side, or `maximumRounds` rounds.
 func runHandshake(_ pair: TLSPair, maximumRounds: Int = 10) -> HandshakeRun {
+    runHandshake(client: pair.client, server: pair.server, maximumRounds: maximumRounds)
+}
+
+/// ``runHandshake(_:maximumRounds:)`` between any two ends.
+func runHandshake(client: any TLSEndpoint, server: any TLSEndpoint, maximumRounds: Int = 10) -> HandshakeRun {
     var run = HandshakeRun()
     while run.rounds < maximumRounds {
         let before = "\(run.client.name) \(run.server.name)"
         run.rounds += 1
-        advance(pair.client, &run.client)
-        let sent = shuttle(from: pair.client, to: pair.server)
-        advance(pair.server, &run.server)
-        let answered = shuttle(from: pair.server, to: pair.client)
+        advance(client, &run.client)
+        let sent = shuttle(from: client, to: server)
+        advance(server, &run.server)
+        let answered = shuttle(from: server, to: client)
         if sent == 0, answered == 0, before == "\(run.client.name) \(run.server.name)" { break }
     }
     return run
@@ -133,12 +150,12 @@ func connectedPair() throws -> TLSPair {
 }
 
 /// Encrypts `data` on `session` in one call.
-func encrypt(_ data: [UInt8], on session: TLSSession) throws {
+func encrypt(_ data: [UInt8], on session: any TLSEndpoint) throws {
     try data.withUnsafeBytes { try session.encrypt($0) }
 }
 
 /// Decrypts everything `session` can deliver now into a new array; the status of the last read.
-func decryptAll(_ session: TLSSession, maximum: Int = .max) throws -> (bytes: [UInt8], status: TLSReadStatus) {
+func decryptAll(_ session: any TLSEndpoint, maximum: Int = .max) throws -> (bytes: [UInt8], status: TLSReadStatus) {
     var output: [UInt8] = []
     let status = try session.decrypt(into: &output, maximum: maximum)
     return (output, status)

@@ -49,6 +49,8 @@ final class ConnectionDriver: @unchecked Sendable {
     private var datagramReceiverID: UInt64?
     /// The largest unreliable message sent as one datagram, once the datagram path is up.
     private(set) var datagramPayloadLimit: Int?
+    /// What the datagram path received for this connection, counted by its opener.
+    let datagramCounters = DatagramCounters()
 
     init(
         loop: EventLoop, core: ConnectionCore, socket: TCPConnection, datagramEndpoint: DatagramEndpoint? = nil,
@@ -275,7 +277,8 @@ final class ConnectionDriver: @unchecked Sendable {
             endpoint.localAddress.family == socket.remoteAddress.family
         else { return }
         let shared = shared
-        guard let sealer = try? path.keys.makeSealer(), let opener = try? path.keys.makeOpener(),
+        guard let sealer = try? path.keys.makeSealer(),
+            let opener = try? path.keys.makeOpener(counters: datagramCounters),
             endpoint.register(
                 receiverID: path.keys.receiving.receiverID, opener: opener,
                 handler: { payload in shared.deliverUnreliable(payload) })

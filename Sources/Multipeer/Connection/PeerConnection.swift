@@ -183,6 +183,11 @@ public final class PeerConnection: Sendable {
     /// Datagrams received but dropped because the application read messages too slowly.
     public var droppedDatagrams: Int { driver.shared.droppedDatagrams }
 
+    /// What this connection's datagram path received (packets carrying its receive id) and why it dropped what it
+    /// did: a flood of forged or replayed datagrams is counted here while genuine ones keep arriving. All zeros on
+    /// a connection without a datagram path.
+    public var datagramStatistics: DatagramStatistics { driver.datagramCounters.snapshot }
+
     /// The messages the peer sends, in order. Ends when the connection closes (see ``closed()`` for why).
     public var messages: Messages { Messages(connection: self) }
 

@@ -32,7 +32,13 @@ protocol RecordLayer: AnyObject {
     var authenticatedPeer: PeerFingerprint? { get }
     /// Keying material exported from the session for `label` (RFC 8446 section 7.5, empty context), or nil
     /// if the layer has no keys (plaintext).
+    /// - Throws: ``ConnectionError`` with code `.internalFailure` after ``releaseHandshakeState()``.
     func exportKeyingMaterial(label: String, length: Int) throws(ConnectionError) -> [UInt8]?
+    /// Frees what only the handshake and the exporter need (for TLS, OpenSSL's session object with its copies of
+    /// the handshake, traffic and exporter secrets), once the connection has exported everything it needs.
+    /// Records keep flowing both ways, key updates included; ``exportKeyingMaterial(label:length:)`` fails
+    /// afterwards. Nothing to do for plaintext. Idempotent.
+    func releaseHandshakeState()
     /// A description of the protection, such as "TLSv1.3 TLS_AES_128_GCM_SHA256" or "plaintext".
     var protectionDescription: String { get }
 }
@@ -83,6 +89,8 @@ final class PlaintextRecordLayer: RecordLayer {
     var authenticatedPeer: PeerFingerprint? { nil }
 
     func exportKeyingMaterial(label: String, length: Int) throws(ConnectionError) -> [UInt8]? { nil }
+
+    func releaseHandshakeState() {}
 
     var protectionDescription: String { "plaintext" }
 }

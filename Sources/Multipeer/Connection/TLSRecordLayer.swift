@@ -128,5 +128,9 @@ final class TLSRecordLayer: RecordLayer {
         try session.exportKeyingMaterial(label: label, context: [], length: length)
     }
 
+    func releaseHandshakeState() {
+        session.releaseHandshakeState()
+    }
+
     var protectionDescription: String { "\(session.negotiatedProtocol) \(session.negotiatedCipherSuite)" }
 }

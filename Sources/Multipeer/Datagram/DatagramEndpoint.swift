@@ -26,6 +26,8 @@ final class DatagramEndpoint: @unchecked Sendable {
         var droppedReplay = 0
         /// Dropped: the counter was too far behind the replay window.
         var droppedTooOld = 0
+        /// Dropped: the counter's key generation was beyond the next one.
+        var droppedTooFarAhead = 0
         /// Packets handed to the kernel.
         var sent = 0
         /// Packets dropped on sending because the kernel pushed back (`EAGAIN`, `ENOBUFS`).
@@ -144,6 +146,7 @@ final class DatagramEndpoint: @unchecked Sendable {
         case .failure(.authenticationFailed): counters.droppedAuthentication += 1
         case .failure(.replayed): counters.droppedReplay += 1
         case .failure(.tooOld): counters.droppedTooOld += 1
+        case .failure(.tooFarAhead): counters.droppedTooFarAhead += 1
         }
     }
 }

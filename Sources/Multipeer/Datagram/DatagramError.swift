@@ -22,7 +22,7 @@ enum DatagramError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// Why a received datagram was dropped instead of delivered.
 enum DatagramRejection: Error, Hashable, Sendable {
-    /// Not a well-formed format version 1 packet: wrong size, format byte, reserved bytes, or counter range.
+    /// Not a well-formed format version 2 packet: wrong size, format byte, reserved bytes, or counter range.
     case malformed
     /// The receiver connection id belongs to no registered connection.
     case unknownReceiver
@@ -32,4 +32,7 @@ enum DatagramRejection: Error, Hashable, Sendable {
     case replayed
     /// The counter is too far behind the newest delivered one for the replay window to tell.
     case tooOld
+    /// The counter belongs to a key generation beyond the next one after the newest delivered counter's: its keys
+    /// are not derived for an unauthenticated packet, so a forged far-future counter costs no key derivation.
+    case tooFarAhead
 }

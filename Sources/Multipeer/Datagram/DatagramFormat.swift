@@ -1,27 +1,51 @@
-/// The unreliable datagram path, format version 1: how messages sent with Apple's `.unreliable` mode travel
+/// The unreliable datagram path, format version 2: how messages sent with Apple's `.unreliable` mode travel
 /// between two connected peers as single UDP datagrams protected by AES-256-GCM, with keys from the TLS session.
 ///
 /// ## Keys
 ///
 /// Once the TLS 1.3 handshake of a connection has finished, both sides call `SSL_export_keying_material`
 /// (RFC 8446 section 7.5) with the label `EXPORTER-swift-multipeer datagram` (33 ASCII bytes, no terminating
-/// zero), an empty context (in TLS 1.3 the same as no context) and a length of 104 bytes. The "dialer" is the
-/// side that opened the TCP connection, the "acceptor" the side that accepted it. The 104 bytes are split in this
+/// zero), an empty context (in TLS 1.3 the same as no context) and a length of 80 bytes. The "dialer" is the
+/// side that opened the TCP connection, the "acceptor" the side that accepted it. The 80 bytes are split in this
 /// fixed order (offsets in bytes):
 ///
 /// | Offset | Size | Field                                                                                   |
 /// |-------:|-----:|-----------------------------------------------------------------------------------------|
-/// |      0 |   32 | AES-256 key, dialer to acceptor                                                         |
-/// |     32 |   12 | IV, dialer to acceptor                                                                  |
-/// |     44 |   32 | AES-256 key, acceptor to dialer                                                         |
-/// |     76 |   12 | IV, acceptor to dialer                                                                  |
-/// |     88 |    8 | the dialer's receive id (big-endian): written in the packets the acceptor sends it      |
-/// |     96 |    8 | the acceptor's receive id (big-endian): written in the packets the dialer sends it      |
+/// |      0 |   32 | base secret, dialer to acceptor                                                         |
+/// |     32 |   32 | base secret, acceptor to dialer                                                         |
+/// |     64 |    8 | the dialer's receive id (big-endian): written in the packets the acceptor sends it      |
+/// |     72 |    8 | the acceptor's receive id (big-endian): written in the packets the dialer sends it      |
 ///
-/// Each side seals with its outgoing key and IV and writes the far side's receive id; it opens with the
-/// incoming key and IV the packets carrying its own receive id. Receive ids let one UDP socket serve every
-/// connection of a process: the id picks the connection (and so the key), never the source address, so a
-/// peer whose address or port changes keeps working. Both sides know both ids without exchanging them.
+/// Each side seals with its outgoing direction and writes the far side's receive id; it opens with the incoming
+/// direction the packets carrying its own receive id. Receive ids let one UDP socket serve every connection of a
+/// process: the id picks the connection (and so the keys), never the source address, so a peer whose address or
+/// port changes keeps working. Both sides know both ids without exchanging them.
+///
+/// ## Key generations
+///
+/// A direction's packets are numbered by a counter (see the packet below) and grouped into generations of
+/// 2^20 = 1,048,576 consecutive counters (``generationShift``): generation `g = counter >> 20`. Each generation has
+/// its own key and IV, derived from the direction's base secret with HKDF-Expand (RFC 5869, SHA-256, the base
+/// secret as the pseudorandom key):
+///
+///     key(g) = HKDF-Expand(secret, "swift-multipeer datagram key" ‖ g as 8 big-endian bytes, 32)
+///     iv(g)  = HKDF-Expand(secret, "swift-multipeer datagram iv"  ‖ g as 8 big-endian bytes, 12)
+///
+/// The generation follows from the counter every packet carries, so no field says which key was used. Why 2^20:
+/// the confidentiality bound of AES-GCM grows with the square of the blocks encrypted under one key, and TLS 1.3
+/// (RFC 8446 section 5.5) stops at 2^24.5 records of 2^10 blocks (2^34.5 blocks) for a margin of 2^-57. A packet
+/// carries at most 65,471 bytes, 4,092 blocks plus 2 of additional data (under 2^12), so a generation encrypts at
+/// most 2^32 blocks: 2^2.5 times fewer than TLS allows, which puts the bound near 2^-62; with the default
+/// 1,216-byte payloads (78 blocks) it is near 2^-73. Forgery attempts do not wear a key out in any comparable way
+/// (each succeeds with probability about 2^-116 for the largest packets), but they are counted per connection
+/// (``DatagramStatistics``). A change of generation costs two HMAC-SHA-256 and one AES key schedule per side.
+///
+/// A receiver derives keys only for the generation of its replay window's newest counter (0 before any packet)
+/// and the next one, and keeps the previous generation's while the window still reaches into it. A packet of a
+/// generation beyond the next is dropped unread (``DatagramRejection/tooFarAhead``), so a forged far-future
+/// counter cannot make it derive keys; the price is that if more than one whole generation of a direction's
+/// packets is lost in a row (over a million), that direction's later datagrams are dropped too, and unreliable
+/// messages of that connection stop arriving until it reconnects.
 ///
 /// ## Packet
 ///
@@ -29,16 +53,17 @@
 ///
 /// | Offset | Size | Field                                                                                   |
 /// |-------:|-----:|-----------------------------------------------------------------------------------------|
-/// |      0 |    1 | format: `0xD1` (datagram format version 1)                                              |
+/// |      0 |    1 | format: `0xD2` (datagram format version 2)                                              |
 /// |      1 |    3 | reserved, zero                                                                          |
 /// |      4 |    8 | receiver connection id: the receiving side's receive id                                 |
 /// |     12 |    8 | counter: 0 for the first packet in a direction, then +1 per packet, always below 2^48   |
 /// |     20 |    n | ciphertext: the payload encrypted with AES-256-GCM (n = payload length, 0 to 65,471)    |
 /// |   20+n |   16 | the GCM authentication tag                                                              |
 ///
-/// The first 20 bytes are the header; the overhead is 36 bytes. Encryption is AES-256-GCM with the direction's
-/// key, the header as additional authenticated data, and as the 12-byte nonce the direction's IV XOR
-/// (4 zero bytes followed by the counter as 8 big-endian bytes), the TLS 1.3 construction (RFC 8446 section 5.3).
+/// The first 20 bytes are the header; the overhead is 36 bytes. Encryption is AES-256-GCM with the key of the
+/// counter's generation, the header as additional authenticated data, and as the 12-byte nonce that generation's
+/// IV XOR (4 zero bytes followed by the counter as 8 big-endian bytes), the TLS 1.3 construction (RFC 8446 section
+/// 5.3). Version 1 (`0xD1`) used one key for the whole connection; a version 1 packet is malformed here.
 /// A sender never reuses a counter, so never a nonce: after 2^48 packets in one direction it refuses to seal
 /// (``DatagramError/counterExhausted``); the connection then sends on its stream only, or reconnects.
 ///
@@ -46,8 +71,8 @@
 /// - packets outside those bounds, with another format byte, with non-zero reserved bytes, or with a counter of
 ///   2^48 or more (malformed; checked before any cryptography);
 /// - packets whose receive id belongs to no connection (unknown receiver);
-/// - packets whose counter the connection's ``ReplayWindow`` has seen or left behind (replayed, too old),
-///   checked before decrypting;
+/// - packets whose counter the connection's ``ReplayWindow`` has seen or left behind (replayed, too old), or
+///   whose generation is beyond the next one (too far ahead), checked before decrypting;
 /// - packets that fail authentication. Only a packet that authenticates moves the replay window.
 ///
 /// ## Size
@@ -65,8 +90,8 @@
 /// up to 1,023 counters behind the newest one seen is still delivered, once). There is no acknowledgement and no
 /// retransmission.
 enum DatagramFormat {
-    /// The first byte of every format version 1 packet.
-    static let version: UInt8 = 0xD1
+    /// The first byte of every format version 2 packet.
+    static let version: UInt8 = 0xD2
     /// Bytes of the header: format, reserved, receiver connection id, counter.
     static let headerLength = 20
     /// Bytes of the GCM authentication tag at the end of a packet.
@@ -79,6 +104,9 @@ enum DatagramFormat {
     static let maximumPayloadLength = maximumPacketLength - overhead
     /// The number of counters a direction can use: counters are 0 to 2^48 − 1.
     static let counterLimit: UInt64 = 1 << 48
+    /// A packet's key generation is its counter shifted right by this: 2^20 packets per key, at most 2^32 AES
+    /// blocks even for the largest packets, well inside AES-GCM's limits (see "Key generations" above).
+    static let generationShift: UInt64 = 20
 }
 
 /// The 20-byte header of a datagram packet: the receiver connection id and the counter (the format and reserved

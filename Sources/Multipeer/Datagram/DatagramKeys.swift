@@ -1,21 +1,22 @@
-/// One side's datagram keys for a connection, split from the TLS session's exported keying material (see
-/// ``DatagramFormat`` for the layout).
+/// One side's datagram secrets for a connection, split from the TLS session's exported keying material (see
+/// ``DatagramFormat`` for the layout). Each direction has a base secret from which the keys of each generation
+/// of packets are derived (``DatagramGenerationKeys``).
 ///
-/// The keys are secret: `description` names only the receive ids.
+/// The secrets are secret: `description` names only the receive ids.
 struct DatagramKeys: Sendable, CustomStringConvertible {
     /// The exporter label both sides pass to `SSL_export_keying_material`, with an empty context.
     static let exporterLabel = "EXPORTER-swift-multipeer datagram"
-    /// Bytes of keying material to export: two keys, two IVs and two receive ids.
-    static let exportedLength = 2 * (AES256GCM.keyLength + AES256GCM.nonceLength) + 2 * connectionIDLength
+    /// Bytes of keying material to export: two base secrets and two receive ids.
+    static let exportedLength = 2 * secretLength + 2 * connectionIDLength
+    /// Bytes of a direction's base secret: one SHA-256 output, the HKDF pseudorandom key.
+    static let secretLength = 32
     /// Bytes of a receive id.
     static let connectionIDLength = 8
 
-    /// The key, IV and receiver connection id of one direction.
+    /// The base secret and receiver connection id of one direction.
     struct Direction: Sendable {
-        /// The AES-256 key (32 bytes).
-        let key: [UInt8]
-        /// The IV (12 bytes) the counter is XORed into to make each nonce.
-        let iv: [UInt8]
+        /// The 32-byte base secret the direction's per-generation keys and IVs are derived from.
+        let secret: [UInt8]
         /// The receive id of the side this direction goes to: written in each packet's header.
         let receiverID: UInt64
     }
@@ -30,9 +31,7 @@ struct DatagramKeys: Sendable, CustomStringConvertible {
     ///   - exported: ``exportedLength`` bytes from `SSL_export_keying_material` with ``exporterLabel``.
     ///   - isDialer: `true` on the side that opened the connection, `false` on the side that accepted it.
     init(exported: [UInt8], isDialer: Bool) {
-        precondition(exported.count == Self.exportedLength, "datagram keys need exactly 104 exported bytes")
-        let keyLength = AES256GCM.keyLength
-        let ivLength = AES256GCM.nonceLength
+        precondition(exported.count == Self.exportedLength, "datagram keys need exactly 80 exported bytes")
         var offset = 0
         func take(_ count: Int) -> [UInt8] {
             defer { offset += count }
@@ -41,14 +40,12 @@ struct DatagramKeys: Sendable, CustomStringConvertible {
         func takeID() -> UInt64 {
             take(Self.connectionIDLength).reduce(0) { $0 << 8 | UInt64($1) }
         }
-        let dialerToAcceptorKey = take(keyLength)
-        let dialerToAcceptorIV = take(ivLength)
-        let acceptorToDialerKey = take(keyLength)
-        let acceptorToDialerIV = take(ivLength)
+        let dialerToAcceptor = take(Self.secretLength)
+        let acceptorToDialer = take(Self.secretLength)
         let dialerID = takeID()
         let acceptorID = takeID()
-        let toAcceptor = Direction(key: dialerToAcceptorKey, iv: dialerToAcceptorIV, receiverID: acceptorID)
-        let toDialer = Direction(key: acceptorToDialerKey, iv: acceptorToDialerIV, receiverID: dialerID)
+        let toAcceptor = Direction(secret: dialerToAcceptor, receiverID: acceptorID)
+        let toDialer = Direction(secret: acceptorToDialer, receiverID: dialerID)
         sending = isDialer ? toAcceptor : toDialer
         receiving = isDialer ? toDialer : toAcceptor
     }
@@ -56,16 +53,17 @@ struct DatagramKeys: Sendable, CustomStringConvertible {
     /// A sealer for this side's outgoing packets, starting at counter 0.
     /// - Throws: ``DatagramError/openSSL(_:)`` if the cipher cannot be set up.
     func makeSealer() throws(DatagramError) -> DatagramSealer {
-        try DatagramSealer(key: sending.key, iv: sending.iv, receiverID: sending.receiverID)
+        try DatagramSealer(secret: sending.secret, receiverID: sending.receiverID)
     }
 
     /// An opener for the packets sent to this side.
+    /// - Parameter counters: Where the opener counts what it receives, for the connection's statistics.
     /// - Throws: ``DatagramError/openSSL(_:)`` if the cipher cannot be set up.
-    func makeOpener() throws(DatagramError) -> DatagramOpener {
-        try DatagramOpener(key: receiving.key, iv: receiving.iv, receiverID: receiving.receiverID)
+    func makeOpener(counters: DatagramCounters = DatagramCounters()) throws(DatagramError) -> DatagramOpener {
+        try DatagramOpener(secret: receiving.secret, receiverID: receiving.receiverID, counters: counters)
     }
 
-    /// The receive ids, in hexadecimal; never the keys.
+    /// The receive ids, in hexadecimal; never the secrets.
     var description: String {
         func hex(_ id: UInt64) -> String {
             let digits = String(id, radix: 16)

@@ -1,4 +1,8 @@
-/// Seals the outgoing datagrams of one connection: numbers each packet, encrypts and authenticates it.
+internal import COpenSSL
+
+/// Seals the outgoing datagrams of one connection: numbers each packet, encrypts and authenticates it with the
+/// keys of the packet's generation, moving to the next generation's keys (and dropping the old ones) when the
+/// counter crosses into it.
 ///
 /// Loop-confined like the connection that owns it (not thread-safe, not `Sendable`): the counter and the reused
 /// cipher context change with every packet.
@@ -7,22 +11,33 @@ final class DatagramSealer {
     let receiverID: UInt64
     /// The counter the next packet gets; equal to the number of packets sealed when the sealer started at 0.
     private(set) var nextCounter: UInt64
-    private let cipher: AES256GCM
-    private let nonce: DatagramNonce
+    /// The direction's base secret, kept to derive the next generation's keys; wiped on deinit.
+    private var secret: [UInt8]
+    /// The keys of the generation the last packet was sealed in (or the first packet will be).
+    private var keys: DatagramGenerationKeys
 
     /// Creates a sealer.
     /// - Parameters:
-    ///   - key: The direction's 32-byte key.
-    ///   - iv: The direction's 12-byte IV.
+    ///   - secret: The direction's 32-byte base secret.
     ///   - receiverID: The far side's receive id.
     ///   - firstCounter: The first packet's counter: 0 on a connection; tests start elsewhere to reach the limit.
-    /// - Throws: ``DatagramError/openSSL(_:)`` if the cipher cannot be set up.
-    init(key: [UInt8], iv: [UInt8], receiverID: UInt64, firstCounter: UInt64 = 0) throws(DatagramError) {
-        cipher = try AES256GCM(key: key, direction: .seal)
-        nonce = DatagramNonce(iv: iv)
+    /// - Throws: ``DatagramError/openSSL(_:)`` if the keys cannot be derived or the cipher set up.
+    init(secret: [UInt8], receiverID: UInt64, firstCounter: UInt64 = 0) throws(DatagramError) {
+        precondition(secret.count == DatagramKeys.secretLength, "the datagram base secret must be 32 bytes")
+        // A copy of its own, so wiping it cannot touch storage shared with the caller's array.
+        self.secret = secret.withUnsafeBytes { Array($0) }
+        keys = try DatagramGenerationKeys(
+            secret: secret, generation: DatagramGenerationKeys.generation(of: firstCounter), direction: .seal)
         self.receiverID = receiverID
         self.nextCounter = firstCounter
     }
+
+    deinit {
+        secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+    }
+
+    /// The generation whose keys the sealer holds.
+    var generation: UInt64 { keys.generation }
 
     /// Seals `payload` into a packet with the next counter.
     /// - Parameter payload: At most ``DatagramFormat/maximumPayloadLength`` bytes.
@@ -37,6 +52,12 @@ final class DatagramSealer {
         let counter = nextCounter
         // Used up before encrypting: even a failed attempt must not leave its nonce to be used again.
         nextCounter += 1
+        let generation = DatagramGenerationKeys.generation(of: counter)
+        if generation != keys.generation {
+            // The old generation's context is freed (and cleared by OpenSSL) as it is replaced.
+            keys = try DatagramGenerationKeys(secret: secret, generation: generation, direction: .seal)
+        }
+        let keys = keys
         let header = DatagramHeader(receiverID: receiverID, counter: counter)
         let length = payload.count + DatagramFormat.overhead
         let headerLength = DatagramFormat.headerLength
@@ -44,8 +65,8 @@ final class DatagramSealer {
         let packet = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
             let raw = UnsafeMutableRawBufferPointer(buffer)
             header.write(to: raw)
-            sealed = nonce.withNonce(counter: counter) { nonce in
-                cipher.seal(
+            sealed = keys.nonce.withNonce(counter: counter) { nonce in
+                keys.cipher.seal(
                     nonce: nonce, aad: UnsafeRawBufferPointer(rebasing: raw[..<headerLength]), plaintext: payload,
                     into: UnsafeMutableRawBufferPointer(rebasing: raw[headerLength...]))
             }
@@ -57,8 +78,6 @@ final class DatagramSealer {
 
     /// Seals `payload` into a packet with the next counter; see ``seal(_:)-(UnsafeRawBufferPointer)``.
     func seal(_ payload: [UInt8]) throws(DatagramError) -> [UInt8] {
-        // Array.withUnsafeBytes rethrows untyped errors, so the typed one travels out in a Result.
-        let result = payload.withUnsafeBytes { bytes in Result { () throws(DatagramError) in try seal(bytes) } }
-        return try result.get()
+        try payload.withUnsafeBytesTyped { bytes throws(DatagramError) in try seal(bytes) }
     }
 }

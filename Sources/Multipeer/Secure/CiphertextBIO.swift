@@ -96,14 +96,6 @@ final class CiphertextBuffers {
         outgoing.append(contentsOf: bytes)
     }
 
-    /// Makes room for at least `extra` more outgoing bytes before OpenSSL writes them record by record,
-    /// growing geometrically so that many small writes between two ``takeOutgoing()`` calls stay linear.
-    func reserveOutgoing(_ extra: Int) {
-        let needed = outgoing.count + extra
-        guard needed > outgoing.capacity else { return }
-        outgoing.reserveCapacity(max(needed, 2 * outgoing.capacity))
-    }
-
     /// Everything waiting to be sent, removed from here without copying; `[]` if nothing is.
     func takeOutgoing() -> [UInt8] {
         var bytes: [UInt8] = []
@@ -133,7 +125,7 @@ final class CiphertextBuffers {
 ///
 /// A BIO of this kind never blocks and never fails a write: a read with nothing waiting returns "retry", which
 /// OpenSSL reports as `SSL_ERROR_WANT_READ`. It holds an unretained pointer to its buffers, which the owning
-/// ``TLSSession`` keeps alive for as long as its `SSL` (and so the BIO) exists.
+/// ``TLSHandshake`` keeps alive for as long as its `SSL` (and so the BIO) exists.
 enum CiphertextBIO {
     /// Owns the process-wide `BIO_METHOD`. `@unchecked Sendable`: it is set up once and never changed, and
     /// OpenSSL only reads a `BIO_METHOD` after that, from any thread.

@@ -27,6 +27,8 @@ struct TLSContextTestHooks {
     var presentsSecondCertificate = false
     /// Offer only these TLS 1.3 cipher suites (an OpenSSL list such as "TLS_CHACHA20_POLY1305_SHA256").
     var cipherSuites: String?
+    /// As a server, send a session ticket after the handshake, which our record layer could not follow.
+    var sendsSessionTicket = false
 }
 
 /// The TLS configuration of one identity in one role: an OpenSSL `SSL_CTX` that many ``TLSSession``s share.
@@ -37,7 +39,7 @@ struct TLSContextTestHooks {
 ///   Ed25519 key.
 /// - Mutual authentication: each side presents a self-signed certificate for its identity key
 ///   (``PeerIdentity/makeCertificate()``), and the server requires one from the client. There is no CA:
-///   ``TLSSession`` accepts exactly one self-signed Ed25519 certificate and checks its key's fingerprint.
+///   ``TLSHandshake`` accepts exactly one self-signed Ed25519 certificate and checks its key's fingerprint.
 /// - No session tickets, no session cache, no resumption, no compression, no renegotiation. Without
 ///   resumption every handshake proves possession of the identity key again.
 /// - `SSL_MODE_RELEASE_BUFFERS`, so an idle session gives its record buffers back.
@@ -111,13 +113,17 @@ final class TLSContext {
             multipeer_ssl_ctx_set1_client_sigalgs_list(pointer, Self.signatureAlgorithms) == 1
         else { throw .tlsSetup("restricting the signature algorithms to \(Self.signatureAlgorithms)") }
 
+        let tickets = testHooks.sendsSessionTicket ? 0 : multipeer_ssl_op_no_ticket()
         _ = SSL_CTX_set_options(
             pointer,
-            multipeer_ssl_op_no_compression() | multipeer_ssl_op_no_renegotiation() | multipeer_ssl_op_no_ticket()
+            multipeer_ssl_op_no_compression() | multipeer_ssl_op_no_renegotiation() | tickets
                 | multipeer_ssl_op_cipher_server_preference())
         _ = SSL_CTX_clear_options(pointer, multipeer_ssl_op_enable_middlebox_compat())
-        // TLS 1.3 servers send session tickets after the handshake unless told not to; nobody would use them.
-        guard SSL_CTX_set_num_tickets(pointer, 0) == 1 else { throw .tlsSetup("disabling session tickets") }
+        // TLS 1.3 servers send session tickets after the handshake unless told not to; nobody would use them, and
+        // our record layer takes over right after the handshake (TLSHandshake.handOver() refuses if one was sent).
+        guard SSL_CTX_set_num_tickets(pointer, testHooks.sendsSessionTicket ? 1 : 0) == 1 else {
+            throw .tlsSetup("disabling session tickets")
+        }
         _ = multipeer_ssl_ctx_set_session_cache_mode(pointer, Int(SSL_SESS_CACHE_OFF))
         // Record buffers (about 17 KB each way) are freed whenever they are empty, so an idle session does
         // not hold them. Partial writes and moving write buffers are not needed: the ciphertext BIO accepts
@@ -155,20 +161,21 @@ final class TLSContext {
         }
     }
 
-    /// Certificate verification by ``TLSSession``'s callback instead of a chain to a CA, and the info
-    /// callback that records alerts. Both find their session through `SSL` ex_data.
+    /// Certificate verification by ``TLSHandshake``'s callback instead of a chain to a CA, the info callback
+    /// that records alerts, and the key-log callback that captures the traffic secrets. All find their handshake
+    /// through `SSL` ex_data.
     private func configureVerification() {
         var mode = SSL_VERIFY_PEER
         if role == .server { mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT }
         SSL_CTX_set_verify(pointer, mode) { preverified, store in
-            TLSSession.verifyCallback(preverified: preverified, store: store)
+            TLSHandshake.verifyCallback(preverified: preverified, store: store)
         }
         SSL_CTX_set_info_callback(pointer) { ssl, location, value in
-            TLSSession.infoCallback(ssl: ssl, location: location, value: value)
+            TLSHandshake.infoCallback(ssl: ssl, location: location, value: value)
         }
         // The application traffic secrets go to the session's own record layer (TLSRecordProtection).
         SSL_CTX_set_keylog_callback(pointer) { ssl, line in
-            TLSSession.keyLogCallback(ssl: ssl, line: line)
+            TLSHandshake.keyLogCallback(ssl: ssl, line: line)
         }
     }
 }

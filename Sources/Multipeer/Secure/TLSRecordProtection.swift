@@ -10,8 +10,8 @@ internal import COpenSSL
 ///
 /// What it covers: application data and alerts in both directions (close_notify included), the nonce from the
 /// per-direction sequence number (section 5.3), the inner content type and zero padding (accepted when
-/// received, never sent), the length limits (records over 2^14 + 256 bytes of ciphertext, or 2^14 of plaintext,
-/// are refused as `record_overflow` would be), and key updates (section 4.6.3): sent every
+/// received, never sent), the length limit (a record whose inner plaintext, content type and padding included,
+/// exceeds 2^14 + 1 bytes is refused with `record_overflow`, section 5.4), and key updates (section 4.6.3): sent every
 /// ``keyUpdateInterval`` records, followed when received, answered when asked for. What it refuses: other
 /// post-handshake messages (NewSessionTicket: both sides disable tickets), a KeyUpdate split over records, any
 /// outer record type but application_data, and a sequence number that would wrap. Every refusal ends the
@@ -56,8 +56,10 @@ final class TLSRecordProtection {
     static let tagLength = 16
     static let nonceLength = 12
     static let maximumPlaintext = 16_384
-    /// The most ciphertext one record may carry (section 5.2: 2^14 + 256).
-    static let maximumCiphertext = 16_384 + 256
+    /// The most inner plaintext one record may carry: content, the content type byte and zero padding together
+    /// (section 5.4: 2^14 + 1). Every suite's AEAD adds exactly ``tagLength`` bytes, so a record's ciphertext
+    /// length says how long its inner plaintext is before anything is decrypted.
+    static let maximumInnerPlaintext = maximumPlaintext + 1
 
     /// What one received record held.
     enum Opened: Equatable {
@@ -180,8 +182,12 @@ final class TLSRecordProtection {
             throw refuse("a record with version \(header[1]).\(header[2]), not 3.3", alert: 50)
         }
         let length = Int(header[3]) << 8 | Int(header[4])
-        guard length > Self.tagLength, length <= Self.maximumCiphertext else {
-            throw refuse("a record of \(length) bytes of ciphertext (record_overflow or too short)", alert: 22)
+        // Section 5.2 allows 2^14 + 256 bytes of ciphertext for AEADs that expand more; ours add the tag only, so
+        // anything beyond 2^14 + 1 + 16 carries too much inner plaintext (section 5.4) and is refused unread.
+        guard length > Self.tagLength, length <= Self.maximumInnerPlaintext + Self.tagLength else {
+            throw refuse(
+                "a record of \(length) bytes of ciphertext: \(length - Self.tagLength) bytes of inner plaintext "
+                    + "(record_overflow above \(Self.maximumInnerPlaintext)) or too short", alert: 22)
         }
         return length
     }
@@ -202,6 +208,11 @@ final class TLSRecordProtection {
     /// Opens one record: `record` is its header and body. Application data is appended to `output`.
     func open(record: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(ConnectionError) -> Opened {
         let bodyLength = record.count - Self.headerLength - Self.tagLength
+        // The inner plaintext with its padding (section 5.4), checked before the padding is stripped; the callers'
+        // recordBodyLength already refused it at the header, this keeps open(record:) safe on its own.
+        guard bodyLength <= Self.maximumInnerPlaintext else {
+            throw refuse("a record of \(bodyLength) bytes of inner plaintext (record_overflow)", alert: 22)
+        }
         guard openSequence < UInt64.max else { throw refuse("the TLS record sequence number would wrap", alert: 10) }
         let start = output.count
         var opened = false
@@ -231,10 +242,6 @@ final class TLSRecordProtection {
         }
         let type = output[end - 1]
         let contentLength = end - 1 - start
-        guard contentLength <= Self.maximumPlaintext else {
-            output.removeSubrange(start...)
-            throw refuse("a record of \(contentLength) bytes of plaintext (record_overflow)", alert: 22)
-        }
         switch type {
         case Self.applicationDataType:
             output.removeSubrange((end - 1)...)
@@ -279,8 +286,9 @@ final class TLSRecordProtection {
         return ConnectionError(code: .protocolViolation, reason: "a TLS record was rejected: the peer sent \(what)")
     }
 
-    /// One direction's AEAD: the context with its key, and the IV the sequence number is mixed into.
-    private final class AEAD {
+    /// One direction's AEAD: the context with its key, and the IV the sequence number is mixed into. Internal
+    /// (not private) so tests can seal records this layer never sends, such as padded ones.
+    final class AEAD {
         private let context: OpaquePointer
         private let suite: Suite
         /// The traffic secret the key and IV come from, kept for the next key update; wiped when replaced.

@@ -1,5 +1,3 @@
-internal import COpenSSL
-
 /// What ``TLSSession/decrypt(into:maximum:)`` found after the bytes it delivered.
 enum TLSReadStatus: Hashable, Sendable {
     /// The stream is open: more data may follow once more ciphertext arrives.
@@ -14,34 +12,27 @@ enum TLSReadStatus: Hashable, Sendable {
 /// The connection layer drives it from its event-loop thread:
 /// 1. Feed whatever the socket delivered to ``receivedCiphertext(_:)-([UInt8])``, call
 ///    ``advanceHandshake()`` until it returns true, and after every call send ``takeCiphertext()``.
-/// 2. Then ``encrypt(_:)`` and ``decrypt(into:maximum:)``; after either, send ``takeCiphertext()`` (a
+/// 2. Export what needs the TLS exporter (``exportKeyingMaterial(label:context:length:)``), then
+///    ``releaseHandshakeState()`` so OpenSSL's copies of the session's secrets are freed.
+/// 3. Then ``encrypt(_:)`` and ``decrypt(into:maximum:)``; after either, send ``takeCiphertext()`` (a
 ///    decrypt can produce output too, when the peer asks for a key update).
-/// 3. ``sendCloseNotify()`` to end gracefully.
+/// 4. ``sendCloseNotify()`` to end gracefully.
 ///
-/// The client (dialer) checks that the server's certificate key has the fingerprint it expects; the server
-/// requires a certificate and learns the dialer's identity from it (``peerFingerprint``). Either side
-/// accepts exactly one self-signed certificate holding an Ed25519 key, and nothing else. A check that fails
-/// aborts the handshake at once with a `bad_certificate` alert, so the peer fails promptly too.
+/// OpenSSL runs the handshake (``TLSHandshake``, which checks the peer's certificate); from its end on, this
+/// package's record layer (``TLSRecordProtection``) protects every record, in both directions.
 ///
 /// After a failure every operation throws the same error again; the session cannot recover and the
 /// connection should be closed after sending what ``takeCiphertext()`` still holds (usually an alert).
 ///
-/// Not `Sendable`: it belongs to one thread. OpenSSL's callbacks reach it through an unretained pointer in
-/// the `SSL`'s ex_data; that is safe because the session owns the `SSL` and frees it in `deinit`.
+/// Not `Sendable`: it belongs to one thread.
 final class TLSSession {
-    /// The largest plaintext one TLS record carries (RFC 8446 section 5.1).
-    static let maximumRecordPlaintext = 16_384
-    /// The bytes a TLS 1.3 record adds to its plaintext: 5 of header, 1 of inner content type, 16 of AEAD
-    /// tag (every cipher suite offered has a 16-byte tag).
-    static let recordOverhead = 22
-
-    /// The configuration this session was made from.
-    let context: TLSContext
+    /// Which end of the connection this is.
+    let role: TLSRole
     /// The identity the peer must prove, or nil to accept any identity.
     let expectedPeer: PeerFingerprint?
-    /// The `SSL`, owned by this object.
-    private let ssl: OpaquePointer
-    /// The ciphertext in both directions, which OpenSSL reaches through the `SSL`'s BIO.
+    /// OpenSSL's part: the handshake, then the exporter; nil once released (``releaseHandshakeState()``).
+    private(set) var handshake: TLSHandshake?
+    /// The ciphertext in both directions: OpenSSL's through its BIO during the handshake, ours afterwards.
     private let buffers: CiphertextBuffers
 
     /// Whether the handshake has completed on this side (and the peer's certificate passed every check).
@@ -49,34 +40,27 @@ final class TLSSession {
     /// The peer's identity: the SHA-256 of its certificate's Ed25519 public key. Set when the handshake
     /// completes; nil before.
     private(set) var peerFingerprint: PeerFingerprint?
+    /// The negotiated cipher suite's IANA name, e.g. `TLS_AES_128_GCM_SHA256`; "" before the handshake.
+    private(set) var negotiatedCipherSuite = ""
+    /// The negotiated protocol version, `TLSv1.3`; "" before the handshake.
+    private(set) var negotiatedProtocol = ""
     /// The error that ended the session, thrown again by every later call.
     private var failure: ConnectionError?
     /// Whether the peer's close_notify has been read.
     private var closeNotifyReceived = false
     /// Whether this side has sent close_notify.
     private var closeNotifySent = false
-    /// Whether any application data has been decrypted; see ``decryptionFailure(_:)``.
+    /// Whether any application data has been decrypted; see ``decryptionFailure(detail:)``.
     private var receivedApplicationData = false
 
-    /// Whether application data goes through ``TLSRecordProtection`` (this package's record layer) once the
-    /// handshake is done, rather than OpenSSL's `SSL_write`/`SSL_read`. Both make the same records; tests turn
-    /// it off on one side to check them against each other.
-    let usesOwnRecordLayer: Bool
-    /// The application traffic secrets, captured by the key-log callback during the handshake and wiped once
-    /// the record keys are derived from them.
-    var clientTrafficSecret: [UInt8]?
-    var serverTrafficSecret: [UInt8]?
-    /// This package's record layer, from the end of the handshake (when ``usesOwnRecordLayer``).
+    /// This package's record layer, from the end of the handshake.
     private var protection: TLSRecordProtection?
     /// A decrypted record not yet handed out in full (only when a caller asks for less than a record).
     private var pendingPlaintext: [UInt8] = []
     private var pendingPlaintextOffset = 0
 
-    /// The alerts seen so far, recorded by the info callback for error messages.
-    var alerts = TLSAlerts()
-    /// The verify callback's verdict on the peer's certificate, kept so it runs its checks once and so a
-    /// failed handshake reports why; cleared when the handshake completes.
-    var verification: PeerVerification?
+    /// The alerts of the record phase (the handshake's are in its errors), for error messages.
+    private var alerts = TLSAlerts()
 
     /// A session over `context`, in its role, before any byte has been exchanged.
     ///
@@ -85,46 +69,21 @@ final class TLSSession {
     ///   - expectedPeer: The identity the peer must prove: for the client, the fingerprint discovery
     ///     advertised. nil accepts any Ed25519 identity (the server's usual case).
     /// - Throws: ``ConnectionError`` with code `.internalFailure` if OpenSSL cannot allocate the session.
-    init(context: TLSContext, expectedPeer: PeerFingerprint?, ownRecordLayer: Bool = true) throws(ConnectionError) {
-        usesOwnRecordLayer = ownRecordLayer
-        OpenSSLErrorQueue.clear()
-        let index = Self.exDataIndex
-        guard index >= 0 else { throw .tlsSetup("reserving an SSL ex_data index") }
-        guard let ssl = SSL_new(context.pointer) else { throw .tlsSetup("allocating an SSL session") }
+    init(context: TLSContext, expectedPeer: PeerFingerprint?) throws(ConnectionError) {
         let buffers = CiphertextBuffers()
-        guard let bio = CiphertextBIO.make(buffers: buffers) else {
-            SSL_free(ssl)
-            throw .tlsSetup("allocating the ciphertext BIO")
-        }
-        // With the same BIO for reading and writing, the SSL takes over the one reference.
-        SSL_set_bio(ssl, bio, bio)
-        self.ssl = ssl
+        handshake = try TLSHandshake(context: context, expectedPeer: expectedPeer, buffers: buffers)
         self.buffers = buffers
-        self.context = context
+        role = context.role
         self.expectedPeer = expectedPeer
-        // From here on `deinit` frees the SSL if a step below throws.
-        guard SSL_set_ex_data(ssl, index, Unmanaged.passUnretained(self).toOpaque()) == 1 else {
-            throw .tlsSetup("attaching the session to its SSL")
-        }
-        switch context.role {
-        case .client: SSL_set_connect_state(ssl)
-        case .server: SSL_set_accept_state(ssl)
-        }
     }
 
-    deinit {
-        wipeTrafficSecrets()
-        SSL_free(ssl)
-    }
-
-    /// The `SSL` ex_data slot holding the unretained pointer back to the session, reserved on first use;
-    /// -1 if OpenSSL could not reserve one.
-    static let exDataIndex: Int32 = multipeer_ssl_get_ex_new_index()
-
-    /// The session attached to `ssl`, for OpenSSL's callbacks.
-    static func session(of ssl: OpaquePointer) -> TLSSession? {
-        guard let pointer = SSL_get_ex_data(ssl, exDataIndex) else { return nil }
-        return Unmanaged<TLSSession>.fromOpaque(pointer).takeUnretainedValue()
+    /// Frees OpenSSL's state for this connection: the `SSL` with its BIO, and with them OpenSSL's copies of the
+    /// handshake, traffic, resumption and exporter secrets. The record layer keeps only the current traffic
+    /// keys of its own, so data, key updates (ours and the peer's) and close_notify go on as before; what needs
+    /// OpenSSL afterwards fails clearly: ``exportKeyingMaterial(label:context:length:)``, and a handshake not yet
+    /// complete (which this ends). Idempotent.
+    func releaseHandshakeState() {
+        handshake = nil
     }
 
     // MARK: Ciphertext
@@ -148,14 +107,8 @@ final class TLSSession {
         protection?.keyUpdateInterval = records
     }
 
-    /// Test hook: makes OpenSSL's record layer (``usesOwnRecordLayer`` false) send a KeyUpdate that asks the peer
-    /// to update too, before its next record.
-    func requestKeyUpdateThroughOpenSSL() -> Bool {
-        protection == nil && SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED) == 1
-    }
-
-    /// Whether ``receivedCiphertext(_:decryptingInto:)`` would decrypt (this package's record layer is running,
-    /// the session is open, and no record is half handed out), so the caller can lend its output buffer.
+    /// Whether ``receivedCiphertext(_:decryptingInto:)`` would decrypt (the handshake is complete, the session is
+    /// open, and no record is half handed out), so the caller can lend its output buffer.
     var canDecryptDirectly: Bool {
         protection != nil && failure == nil && !closeNotifyReceived && pendingPlaintextOffset >= pendingPlaintext.count
     }
@@ -264,8 +217,8 @@ final class TLSSession {
     /// The number of bytes ``takeCiphertext()`` would return.
     var pendingCiphertextByteCount: Int { buffers.outgoingByteCount }
 
-    /// The number of received ciphertext bytes OpenSSL has not read yet (it reads a record when it is asked
-    /// for data, not before).
+    /// The number of received ciphertext bytes not read yet (during the handshake OpenSSL reads a record when it
+    /// is asked for data, not before; afterwards a record is opened once it is whole).
     var unreadCiphertextByteCount: Int { buffers.incomingByteCount }
 
     // MARK: Handshake
@@ -281,114 +234,28 @@ final class TLSSession {
     /// - Throws: ``ConnectionError`` with code `.identityMismatch(expected:actual:)` if the peer's key is not
     ///   ``expectedPeer``; `.handshakeFailed` for anything else (a TLS alert, a malformed or unexpected
     ///   message, a certificate that is not one self-signed Ed25519 certificate), with OpenSSL's reason and
-    ///   the alert.
+    ///   the alert; `.internalFailure` if OpenSSL wrote records our record layer cannot follow
+    ///   (``TLSHandshake/handOver()``) or the handshake state was released before it completed.
     func advanceHandshake() throws(ConnectionError) -> Bool {
         if let failure { throw failure }
         if isHandshakeComplete { return true }
-        OpenSSLErrorQueue.clear()
-        let result = SSL_do_handshake(ssl)
-        guard result == 1 else {
-            let error = SSL_get_error(ssl, result)
-            if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return false }
-            throw fail(handshakeFailure(error))
+        guard let handshake else {
+            throw fail(
+                ConnectionError(
+                    code: .internalFailure,
+                    reason: "the TLS handshake state was released before the handshake completed"))
         }
-        let fingerprint: PeerFingerprint
-        do {
-            fingerprint = try checkPeerCertificate()
+        do throws(ConnectionError) {
+            guard try handshake.advance() else { return false }
+            protection = try handshake.handOver()
         } catch {
             throw fail(error)
         }
-        peerFingerprint = fingerprint
-        verification = nil
-        if usesOwnRecordLayer {
-            do {
-                protection = try takeOverRecordLayer()
-            } catch {
-                throw fail(error)
-            }
-        }
-        wipeTrafficSecrets()
+        peerFingerprint = handshake.peerFingerprint
+        negotiatedCipherSuite = handshake.negotiatedCipherSuite
+        negotiatedProtocol = handshake.negotiatedProtocol
         isHandshakeComplete = true
         return true
-    }
-
-    /// Sets up this package's record layer with the application traffic secrets. OpenSSL must hold no
-    /// application data of its own at this point: it reads records one at a time (no read-ahead), so
-    /// whatever the peer sent after its last handshake record is still in ``buffers``, and nothing was sent
-    /// with the application keys yet.
-    private func takeOverRecordLayer() throws(ConnectionError) -> TLSRecordProtection {
-        guard SSL_pending(ssl) == 0, SSL_has_pending(ssl) == 0 else {
-            throw ConnectionError(code: .internalFailure, reason: "OpenSSL buffered data during the handshake")
-        }
-        guard let suite = TLSRecordProtection.Suite(name: negotiatedCipherSuite) else {
-            throw ConnectionError(
-                code: .internalFailure, reason: "no record layer for the cipher suite \(negotiatedCipherSuite)")
-        }
-        guard let client = clientTrafficSecret, let server = serverTrafficSecret,
-            client.count == suite.hashLength, server.count == suite.hashLength
-        else {
-            throw ConnectionError(code: .internalFailure, reason: "the application traffic secrets were not captured")
-        }
-        let isClient = context.role == .client
-        return try TLSRecordProtection(
-            suite: suite, sendingSecret: isClient ? client : server, receivingSecret: isClient ? server : client)
-    }
-
-    /// Overwrites the captured secrets in place (the record layer keeps copies of its own) and forgets them.
-    private func wipeTrafficSecrets() {
-        clientTrafficSecret?.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
-        serverTrafficSecret?.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
-        clientTrafficSecret = nil
-        serverTrafficSecret = nil
-    }
-
-    /// The error for a handshake OpenSSL ended with `SSL_get_error` code `error`: the verify callback's verdict
-    /// if it rejected the certificate, otherwise OpenSSL's reason.
-    private func handshakeFailure(_ error: Int32) -> ConnectionError {
-        let openSSL = OpenSSLErrorQueue.drain()
-        if case .rejected(let rejection)? = verification {
-            return ConnectionError(code: rejection.code, reason: rejection.reason + alerts.suffix)
-        }
-        let detail = error == SSL_ERROR_SSL ? openSSL : "SSL_get_error \(error): \(openSSL)"
-        return .tlsHandshakeFailed(detail, alerts: alerts)
-    }
-
-    /// Checks the peer's certificate again after the handshake, independently of the verify callback, so that
-    /// no path through OpenSSL can skip the checks: one certificate, holding an Ed25519 key, the expected one
-    /// if one is expected, and the same key the callback accepted (the callback also checked the
-    /// self-signature; the handshake's CertificateVerify proved the peer holds the private key).
-    private func checkPeerCertificate() throws(ConnectionError) -> PeerFingerprint {
-        guard let leaf = SSL_get0_peer_certificate(ssl), let certificate = X509Certificate.sharing(leaf) else {
-            if let expectedPeer { throw .tlsIdentityMismatch(expected: expectedPeer, actual: nil) }
-            throw .tlsHandshakeFailed("the peer presented no certificate", alerts: alerts)
-        }
-        // OpenSSL keeps the certificates after the leaf here on a server, and all of them on a client.
-        let leafInChain: Int32 = context.role == .client ? 1 : 0
-        let extraCertificates = multipeer_sk_x509_num(SSL_get_peer_cert_chain(ssl)) - leafInChain
-        guard extraCertificates <= 0 else {
-            throw .tlsHandshakeFailed(
-                "the peer presented \(extraCertificates + 1) certificates; a peer presents exactly one",
-                alerts: alerts)
-        }
-        let fingerprint: PeerFingerprint
-        do throws(IdentityError) {
-            let key = try certificate.publicKey()
-            guard key.isEd25519 else { throw .notEd25519("the peer's certificate") }
-            fingerprint = PeerFingerprint(publicKey: try key.rawPublicKey())
-        } catch {
-            if let expectedPeer {
-                throw .tlsIdentityMismatch(expected: expectedPeer, actual: nil, detail: " (\(error.reason))")
-            }
-            throw .tlsHandshakeFailed("the peer's certificate is unusable: \(error.reason)", alerts: alerts)
-        }
-        if let expectedPeer, fingerprint != expectedPeer {
-            throw .tlsIdentityMismatch(expected: expectedPeer, actual: fingerprint)
-        }
-        guard case .accepted(_, let verified)? = verification, verified == fingerprint else {
-            throw .tlsHandshakeFailed(
-                "the peer's certificate was not the one the verify callback accepted", alerts: alerts)
-        }
-        return fingerprint
     }
 
     // MARK: Application data
@@ -401,34 +268,20 @@ final class TLSSession {
     /// - Parameter plaintext: The bytes to send, in any size (split into records of at most 16 KB).
     /// - Throws: ``ConnectionError`` with code `.internalFailure` if the handshake is not complete,
     ///   `.closedLocally` after ``sendCloseNotify()``, the session's earlier error after a failure, or
-    ///   `.internalFailure` if OpenSSL fails.
+    ///   `.internalFailure` if the cipher fails.
     func encrypt(_ plaintext: UnsafeRawBufferPointer) throws(ConnectionError) {
         try checkUsable("encrypt")
         if closeNotifySent {
             throw ConnectionError(code: .closedLocally, reason: "encrypt after this side sent close_notify")
         }
-        guard let base = plaintext.baseAddress, !plaintext.isEmpty else { return }
-        if let protection {
-            do throws(ConnectionError) {
-                try buffers.appendOutgoing { (output) throws(ConnectionError) in
-                    output.reserveCapacity(output.count + TLSRecordProtection.sealedLength(of: plaintext.count))
-                    try protection.seal(plaintext, contentType: TLSRecordProtection.applicationDataType, into: &output)
-                }
-            } catch {
-                throw fail(error)
+        guard !plaintext.isEmpty, let protection else { return }
+        do throws(ConnectionError) {
+            try buffers.appendOutgoing { (output) throws(ConnectionError) in
+                output.reserveCapacity(output.count + TLSRecordProtection.sealedLength(of: plaintext.count))
+                try protection.seal(plaintext, contentType: TLSRecordProtection.applicationDataType, into: &output)
             }
-            return
-        }
-        let records = (plaintext.count + Self.maximumRecordPlaintext - 1) / Self.maximumRecordPlaintext
-        buffers.reserveOutgoing(plaintext.count + records * Self.recordOverhead)
-        OpenSSLErrorQueue.clear()
-        var written = 0
-        guard SSL_write_ex(ssl, base, plaintext.count, &written) == 1, written == plaintext.count else {
-            throw fail(
-                ConnectionError(
-                    code: .internalFailure,
-                    reason: "TLS encryption of \(plaintext.count) bytes failed: \(OpenSSLErrorQueue.drain())"
-                        + alerts.suffix))
+        } catch {
+            throw fail(error)
         }
     }
 
@@ -443,54 +296,15 @@ final class TLSSession {
     ///   - maximum: The most bytes to append; what is left stays buffered for the next call.
     /// - Returns: `.ok`, or `.closeNotify` once the peer's close_notify has been read.
     /// - Throws: ``ConnectionError`` with code `.protocolViolation` if a record fails authentication or
-    ///   breaks the protocol (OpenSSL's reason and the alert sent); `.handshakeFailed` if, on the client, the
+    ///   breaks the protocol (the reason and the alert sent); `.handshakeFailed` if, on the client, the
     ///   server's first post-handshake record is an alert (TLS 1.3 servers reject a client certificate only
     ///   after the client completed); `.internalFailure` if the handshake is not complete; the session's
     ///   earlier error after a failure.
     func decrypt(into output: inout [UInt8], maximum: Int) throws(ConnectionError) -> TLSReadStatus {
         try checkUsable("decrypt")
         if closeNotifyReceived { return .closeNotify }
-        if let protection { return try decryptOwn(protection, into: &output, maximum: maximum) }
-        var remaining = maximum
-        while remaining > 0 {
-            let buffered = Int(SSL_pending(ssl))
-            let unread = buffers.incomingByteCount
-            // Plaintext can only come from decrypted bytes, unread ciphertext, or a record OpenSSL has read
-            // in part (at most one, since read-ahead is off).
-            guard buffered > 0 || unread > 0 || SSL_has_pending(ssl) == 1 else { break }
-            let chunk = min(remaining, buffered + unread + Self.maximumRecordPlaintext)
-            var error: Int32 = 0
-            let countBefore = output.count
-            OpenSSLErrorQueue.clear()
-            output.append(addingCapacity: chunk) { span in
-                span.withUnsafeMutableBufferPointer { buffer, initialized in
-                    while initialized < buffer.count {
-                        var read = 0
-                        let result = SSL_read_ex(
-                            ssl, buffer.baseAddress! + initialized, buffer.count - initialized, &read)
-                        guard result == 1 else {
-                            error = SSL_get_error(ssl, result)
-                            return
-                        }
-                        initialized += read
-                    }
-                }
-            }
-            remaining -= output.count - countBefore
-            if output.count > countBefore { receivedApplicationData = true }
-            switch error {
-            case 0:
-                continue  // Filled the whole chunk; there may be more.
-            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
-                return .ok  // The rest needs more ciphertext.
-            case SSL_ERROR_ZERO_RETURN:
-                closeNotifyReceived = true
-                return .closeNotify
-            default:
-                throw fail(decryptionFailure(error))
-            }
-        }
-        return .ok
+        guard let protection else { return .ok }
+        return try decryptOwn(protection, into: &output, maximum: maximum)
     }
 
     /// ``decrypt(into:maximum:)`` through ``TLSRecordProtection``: whole records straight into `output` while
@@ -551,16 +365,10 @@ final class TLSSession {
         return ConnectionError(code: error.code, reason: error.reason + alerts.suffix)
     }
 
-    /// The error for a read OpenSSL ended with `SSL_get_error` code `error`.
-    private func decryptionFailure(_ error: Int32) -> ConnectionError {
-        let openSSL = OpenSSLErrorQueue.drain()
-        return decryptionFailure(detail: error == SSL_ERROR_SSL ? openSSL : "SSL_get_error \(error): \(openSSL)")
-    }
-
     /// The error for a read that failed for `detail`: a handshake failure if this client has had no data yet
     /// and the server sent an alert (TLS 1.3 servers judge the client's certificate after the client is done).
     private func decryptionFailure(detail: String) -> ConnectionError {
-        if context.role == .client, !receivedApplicationData, alerts.received != nil {
+        if role == .client, !receivedApplicationData, alerts.received != nil {
             return .tlsHandshakeFailed(
                 "the server rejected the handshake after the client finished: \(detail)", alerts: alerts)
         }
@@ -578,7 +386,7 @@ final class TLSSession {
 
     /// Records `error` as the session's end and returns it.
     private func fail(_ error: ConnectionError) -> ConnectionError {
-        wipeTrafficSecrets()
+        handshake?.wipeTrafficSecrets()
         failure = error
         return error
     }
@@ -592,45 +400,18 @@ final class TLSSession {
     ///   - label: Names the use, e.g. `"EXPORTER-swift-multipeer group secret"`.
     ///   - context: Binds extra data; `[]` is a valid (empty) context.
     ///   - length: The number of bytes, at least 1.
-    /// - Throws: ``ConnectionError`` with code `.internalFailure` before the handshake completes, for a length
-    ///   below 1, or if OpenSSL refuses (for example a length beyond HKDF's limit).
+    /// - Throws: ``ConnectionError`` with code `.internalFailure` before the handshake completes, after
+    ///   ``releaseHandshakeState()``, for a length below 1, or if OpenSSL refuses (for example a length beyond
+    ///   HKDF's limit).
     func exportKeyingMaterial(label: String, context: [UInt8], length: Int) throws(ConnectionError) -> [UInt8] {
         try checkUsable("exporting keying material")
-        guard length > 0 else {
-            throw ConnectionError(code: .internalFailure, reason: "exporting \(length) bytes of keying material")
-        }
-        OpenSSLErrorQueue.clear()
-        let labelBytes = Array(label.utf8)
-        var material = [UInt8](repeating: 0, count: length)
-        let result = labelBytes.withUnsafeBufferPointer { labelBuffer in
-            context.withUnsafeBufferPointer { contextBuffer in
-                labelBuffer.withMemoryRebound(to: CChar.self) { labelCharacters in
-                    SSL_export_keying_material(
-                        ssl, &material, length, labelCharacters.baseAddress, labelCharacters.count,
-                        contextBuffer.baseAddress, contextBuffer.count, 1)
-                }
-            }
-        }
-        guard result == 1 else {
+        guard let handshake else {
             throw ConnectionError(
                 code: .internalFailure,
-                reason: "exporting \(length) bytes of keying material for '\(label)' failed: "
-                    + OpenSSLErrorQueue.drain())
+                reason: "exporting keying material for '\(label)' after the TLS handshake state was released: "
+                    + "OpenSSL's exporter secret is gone; export what a connection needs before releasing it")
         }
-        return material
-    }
-
-    /// The negotiated cipher suite's IANA name, e.g. `TLS_AES_128_GCM_SHA256`; "" before the handshake.
-    var negotiatedCipherSuite: String {
-        guard let cipher = SSL_get_current_cipher(ssl), let name = SSL_CIPHER_standard_name(cipher) else {
-            return ""
-        }
-        return String(cString: name)
-    }
-
-    /// The negotiated protocol version, `TLSv1.3` after the handshake.
-    var negotiatedProtocol: String {
-        String(cString: SSL_get_version(ssl))
+        return try handshake.exportKeyingMaterial(label: label, context: context, length: length)
     }
 
     // MARK: Closing
@@ -640,17 +421,9 @@ final class TLSSession {
     func sendCloseNotify() {
         guard failure == nil, isHandshakeComplete, !closeNotifySent else { return }
         closeNotifySent = true
-        if let protection {
-            // A warning-level close_notify alert, as SSL_shutdown would send.
-            try? buffers.appendOutgoing { (output) throws(ConnectionError) in
-                try protection.sealAlert(level: 1, description: 0, into: &output)
-            }
-            return
+        // A warning-level close_notify alert, as SSL_shutdown would send.
+        try? buffers.appendOutgoing { (output) throws(ConnectionError) in
+            try protection?.sealAlert(level: 1, description: 0, into: &output)
         }
-        OpenSSLErrorQueue.clear()
-        // 0 (sent, the peer's not yet received) and 1 (both done) both mean success; a failure leaves
-        // nothing to recover either.
-        _ = SSL_shutdown(ssl)
-        OpenSSLErrorQueue.clear()
     }
 }

@@ -9,10 +9,10 @@ enum PeerVerification {
     case rejected(ConnectionError)
 }
 
-extension TLSSession {
+extension TLSHandshake {
     // MARK: Certificate verification
 
-    /// The `SSL_CTX_set_verify` callback: finds the session of the `SSL` being verified and lets it judge
+    /// The `SSL_CTX_set_verify` callback: finds the handshake of the `SSL` being verified and lets it judge
     /// the peer's certificate. A C function pointer cannot capture, so the context's callback is a
     /// non-capturing closure that calls this.
     ///
@@ -23,9 +23,9 @@ extension TLSSession {
     static func verifyCallback(preverified: Int32, store: OpaquePointer?) -> Int32 {
         guard let store,
             let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
-            let session = session(of: OpaquePointer(ssl))
+            let handshake = handshake(of: OpaquePointer(ssl))
         else { return 0 }
-        guard session.verifyPeer(store: store) else {
+        guard handshake.verifyPeer(store: store) else {
             X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED)
             return 0
         }
@@ -79,16 +79,14 @@ extension TLSSession {
         return false
     }
 
-    // MARK: Alerts
+    // MARK: Secrets
 
-    /// The `SSL_CTX_set_info_callback` callback: records every alert sent or received in the session's
-    /// ``alerts``, so a failure can name it. Other notifications (handshake progress) are ignored.
     /// The key-log callback: keeps the two application traffic secrets of the session (lines
     /// `CLIENT_TRAFFIC_SECRET_0 <client random> <secret>` and `SERVER_TRAFFIC_SECRET_0 ...`, in hex) for
     /// this package's record layer; every other line is ignored. The line is read where OpenSSL holds it, never
     /// copied into a string, and nothing is logged anywhere.
     static func keyLogCallback(ssl: OpaquePointer?, line: UnsafePointer<CChar>?) {
-        guard let ssl, let line, let session = session(of: ssl), session.usesOwnRecordLayer else { return }
+        guard let ssl, let line, let handshake = handshake(of: ssl) else { return }
         let length = strlen(line)
         let bytes = UnsafeRawBufferPointer(start: line, count: length)
         for (label, isClient) in [("CLIENT_TRAFFIC_SECRET_0 ", true), ("SERVER_TRAFFIC_SECRET_0 ", false)] {
@@ -98,7 +96,7 @@ extension TLSSession {
             guard let space = bytes.lastIndex(of: UInt8(ascii: " ")),
                 let secret = hexBytes(UnsafeRawBufferPointer(rebasing: bytes[(space + 1)...]))
             else { return }
-            if isClient { session.clientTrafficSecret = secret } else { session.serverTrafficSecret = secret }
+            if isClient { handshake.clientTrafficSecret = secret } else { handshake.serverTrafficSecret = secret }
         }
     }
 
@@ -124,12 +122,39 @@ extension TLSSession {
         }
     }
 
+    // MARK: Alerts and messages
+
+    /// The `SSL_CTX_set_info_callback` callback: records every alert sent or received in the handshake's
+    /// ``alerts``, so a failure can name it. Other notifications (handshake progress) are ignored.
     static func infoCallback(ssl: OpaquePointer?, location: Int32, value: Int32) {
-        guard location & SSL_CB_ALERT != 0, let ssl, let session = session(of: ssl) else { return }
+        guard location & SSL_CB_ALERT != 0, let ssl, let handshake = handshake(of: ssl) else { return }
         if location & SSL_CB_READ != 0 {
-            session.alerts.received = value
+            handshake.alerts.received = value
         } else {
-            session.alerts.sent = value
+            handshake.alerts.sent = value
+        }
+    }
+
+    /// The `SSL_set_msg_callback` callback: watches what OpenSSL writes, so ``handOver()`` can tell whether it
+    /// wrote an application data record (the inner content type of a protected record, which OpenSSL reports
+    /// for every record it writes) or a handshake message that only comes after the handshake (NewSessionTicket,
+    /// KeyUpdate). Reads are ignored; the first offending write is kept.
+    static func messageCallback(
+        writing: Int32, contentType: Int32, bytes: UnsafeRawPointer?, count: Int, ssl: OpaquePointer?
+    ) {
+        guard writing == 1, count > 0, let bytes, let ssl, let handshake = handshake(of: ssl),
+            handshake.writtenPastHandshake == nil
+        else { return }
+        let first = bytes.load(as: UInt8.self)
+        switch (contentType, first) {
+        case (SSL3_RT_INNER_CONTENT_TYPE, TLSRecordProtection.applicationDataType):
+            handshake.writtenPastHandshake = "an application data record"
+        case (SSL3_RT_HANDSHAKE, 4):
+            handshake.writtenPastHandshake = "a NewSessionTicket message"
+        case (SSL3_RT_HANDSHAKE, 24):
+            handshake.writtenPastHandshake = "a KeyUpdate message"
+        default:
+            break
         }
     }
 }
