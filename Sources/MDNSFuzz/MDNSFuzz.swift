@@ -1,5 +1,5 @@
 import MulticastDNS
-@_spi(Fuzzing) import Multipeer
+import Multipeer
 
 /// The property every input must keep: decoding never crashes, and a decoded message survives
 /// encode → decode unchanged. Any other outcome traps so libFuzzer records the input.

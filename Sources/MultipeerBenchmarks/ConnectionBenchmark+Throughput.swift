@@ -1,4 +1,4 @@
-@_spi(Benchmarks) import Multipeer
+import Multipeer
 
 extension ConnectionBenchmark {
     /// Benchmark 1: bulk throughput over one connection, TLS and plaintext, through a ``PeerStream`` and through

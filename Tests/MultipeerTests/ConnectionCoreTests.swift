@@ -152,6 +152,12 @@ struct ConnectionCoreTests {
             let dialerCode = try #require(pair.dialerPeer?.verificationCode)
             #expect(pair.acceptorPeer?.verificationCode == dialerCode)
             codes.append(dialerCode)
+            // Everything that needs the exporter is computed: OpenSSL's handshake state (and its copies of the
+            // secrets) is gone on both sides once established.
+            for core in [pair.dialer, pair.acceptor] {
+                let session = try #require((core.record as? TLSRecordLayer)?.session)
+                #expect(session.handshake == nil)
+            }
         }
         // Same two identities, two connections: different codes (equal by chance once in a million).
         #expect(codes[0] != codes[1])

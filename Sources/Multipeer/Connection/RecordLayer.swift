@@ -1,7 +1,7 @@
 /// What a connection runs its frames through once the preamble has settled the mode: TLS 1.3 or plaintext.
 ///
 /// Loop-confined and non-blocking: bytes from the socket go in with ``receivedFromNetwork(_:)``, bytes for the
-/// socket come out of ``takeNetworkOutput()``.
+/// socket come out of ``drainNetworkOutput(_:)``.
 protocol RecordLayer: AnyObject {
     /// Takes bytes read from the socket before this returns: plaintext goes straight into `decoder`; TLS
     /// records are opened straight into it when whole (after the handshake), the rest is kept for

@@ -5,14 +5,13 @@
 /// must be refused (nothing authenticates by chance) without crashing or reading out of bounds. Odd: the rest
 /// is plaintext, sealed into records, optionally with one bit flipped at a position the input chooses, then
 /// opened; an untouched round trip must give the plaintext back and a touched one must be refused. Exposed as
-/// SPI for `mdns-fuzz` only.
-@_spi(Fuzzing)
-public enum RecordFuzzHarness {
+/// Package access, for `mdns-fuzz`.
+package enum RecordFuzzHarness {
     static let clientSecret = [UInt8](repeating: 0xC1, count: 32)
     static let serverSecret = [UInt8](repeating: 0x5E, count: 32)
 
     /// Runs one input; traps on a broken property.
-    public static func check(_ bytes: [UInt8]) {
+    package static func check(_ bytes: [UInt8]) {
         guard let mode = bytes.first else { return }
         let suites: [TLSRecordProtection.Suite] = [.aes128GCM, .aes256GCM, .chaCha20Poly1305]
         let suite = suites[Int(mode >> 1) % suites.count]
@@ -95,7 +94,7 @@ public enum RecordFuzzHarness {
     }
 
     /// Seed inputs: a few round trips of each suite (with and without a flipped bit) and raw records.
-    public static func seeds() -> [[UInt8]] {
+    package static func seeds() -> [[UInt8]] {
         var seeds: [[UInt8]] = []
         for suite in 0..<3 {
             let mode = UInt8(suite << 1)

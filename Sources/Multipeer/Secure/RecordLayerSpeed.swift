@@ -1,11 +1,10 @@
 /// How fast this machine seals and opens TLS records on one thread, for the benchmarks' estimate of what TLS
-/// throughput can reach here at all. SPI for `multipeer-bench` only.
-@_spi(Benchmarks)
-public enum RecordLayerSpeed {
+/// throughput can reach here at all. Package access, for `multipeer-bench`.
+package enum RecordLayerSpeed {
     /// Seals `bytes` of plaintext into 16 KiB AES-128-GCM records, 96 KiB at a time (as a connection writes
     /// them), and opens them again, on the calling thread, with the record layer connections use.
     /// - Returns: Plaintext bytes per second for sealing and for opening.
-    public static func measure(bytes: Int) -> (seal: Double, open: Double) {
+    package static func measure(bytes: Int) -> (seal: Double, open: Double) {
         let secretA = [UInt8](repeating: 0xA1, count: 32)
         let secretB = [UInt8](repeating: 0xB2, count: 32)
         guard

@@ -215,11 +215,14 @@ extension ConnectionCore {
         try established(peer)
     }
 
-    /// Both sides agree: open for frames, raise the connection window, open the default message channel.
+    /// Both sides agree: open for frames, raise the connection window, open the default message channel. Every
+    /// exporter value is computed by now (group binding, datagram keys, verification code), so OpenSSL's
+    /// handshake state, with its copies of the secrets, is freed: our record layer needs none of it.
     private func established(_ peer: ConnectedPeer) throws(ConnectionError) {
         self.peer = peer
         setup.confirmedPeer = nil
         setup.codeExporterValue = []
+        record?.releaseHandshakeState()
         phase = .established
         for frame in flow.connectionEstablished() { try enqueueControl(frame) }
         defaultMessageChannel = try openChannel(kind: .message, name: "")
