@@ -89,6 +89,13 @@ struct ConnectionOptions {
         peer.fingerprint.map { "\($0)" } ?? "unproven:\(peer.claimedFingerprint)"
     }
 
+    /// `closed after SECONDS s: CODE ...` for a connection that started at `started`.
+    static func closedLine(since started: ContinuousClock.Instant, _ reason: ConnectionError) -> String {
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return "closed after \(String(format: "%.3f", seconds)) s: \(describe(reason))"
+    }
+
     /// `CODE CODE(VALUES): reason`, with the code's case name first so scripts can match it.
     static func describe(_ error: ConnectionError) -> String {
         "\(error.name) \(error.code): \(error.reason)"
@@ -212,9 +219,7 @@ struct ConnectCommand {
         }
         let started = ContinuousClock.now
         let reason = await connection.closed()
-        let elapsed = ContinuousClock.now - started
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        Output.line("closed after \(String(format: "%.3f", seconds)) s: \(ConnectionOptions.describe(reason))")
+        Output.line(ConnectionOptions.closedLine(since: started, reason))
         interrupted.cancel()
         await printer.value
         return 0
@@ -240,9 +245,7 @@ extension ConnectCommand {
             Output.line("connected \(ConnectionOptions.describe(connection.peer))")
             for message in messages { try? await connection.send(Array(message.utf8)) }
             let reason = await connection.close(reason: "done")
-            let elapsed = ContinuousClock.now - started
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            Output.line("closed after \(String(format: "%.3f", seconds)) s: \(ConnectionOptions.describe(reason))")
+            Output.line(ConnectionOptions.closedLine(since: started, reason))
         }
         return 0
     }

@@ -142,22 +142,6 @@ func withNamespace(_ body: (NetworkNamespace, EventLoop) async throws -> Void) a
     try await body(namespace, loop)
 }
 
-/// Bytes allocated by malloc and not freed, over every arena: `uordblks + hblkhd` of glibc's `mallinfo2()`.
-///
-/// `malloc.h` is not part of Swift's Glibc module, so `mallinfo2` is looked up with `dlsym`. It returns a
-/// 10 × `size_t` struct, which the x86-64 System V ABI returns through a hidden pointer passed as the first
-/// argument; calling it as `(UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?` with an 80-byte buffer is
-/// therefore exact there. Elsewhere (or with a libc without `mallinfo2`) this returns nil.
-func heapInUse() -> Int? {
-    #if arch(x86_64)
-        typealias Function = @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
-        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "mallinfo2") else { return nil }
-        let mallinfo2 = unsafeBitCast(symbol, to: Function.self)
-        var fields = [Int](repeating: 0, count: 10)
-        fields.withUnsafeMutableBytes { _ = mallinfo2($0.baseAddress!) }
-        // arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost
-        return fields[7] + fields[4]
-    #else
-        return nil
-    #endif
-}
+/// Bytes allocated by malloc and not freed, over every arena (`ProcessMemory.heapInUse()`), or nil where it
+/// cannot be read.
+func heapInUse() -> Int? { ProcessMemory.heapInUse() }

@@ -45,8 +45,10 @@ public final class PeerIdentity: Sendable {
 
     /// Saves the identity (display name and private key) to a file only its owner can read.
     ///
-    /// The file is created with mode 0600 and replaces any file at `path` atomically; see the format in
-    /// `IdentityFile.swift`. Afterwards ``isEphemeral`` is false.
+    /// The file is written to a hidden temporary file next to `path` (mode 0600, locked while written), synced,
+    /// renamed over `path` atomically (a symbolic link at `path` is replaced, never followed), and the directory is
+    /// synced, so a crash leaves the old file or the new one; a temporary file left by an earlier crash is removed
+    /// first. See the format in `IdentityFile.swift`. Afterwards ``isEphemeral`` is false.
     ///
     /// - Parameter path: Where to write the file; its directory must exist.
     /// - Throws: ``IdentityError`` with code `.fileWriteFailed(path:)` saying which step failed and why, or
@@ -58,6 +60,9 @@ public final class PeerIdentity: Sendable {
     }
 
     /// Loads an identity saved with ``save(to:)``.
+    ///
+    /// A symbolic link at `path` is refused, and a FIFO or device fails at once instead of blocking (the file is
+    /// opened with `O_NOFOLLOW | O_NONBLOCK`).
     ///
     /// - Parameter path: The identity file.
     /// - Returns: The identity, not ephemeral.

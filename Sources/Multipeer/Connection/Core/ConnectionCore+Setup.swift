@@ -1,7 +1,7 @@
 /// Setting a connection up: the preamble (TLS or plaintext, and who refuses whom), the hello exchange (identity,
 /// group proof, limits), and the verification code both sides derive from the TLS session.
 ///
-/// The acceptor always speaks second: it sends its hello only after checking the dialer's. With TLS the
+/// With TLS the acceptor speaks second: it sends its hello only after checking the dialer's. The
 /// dialer's hello commits to a random nonce (SHA-256 of it), the acceptor's hello carries its own nonce, and the
 /// dialer then reveals its nonce (a `codeReveal` frame); the code is derived from the TLS exporter and both
 /// nonces. A man in the middle runs two TLS sessions with two exporter values; because each side fixed its
@@ -86,10 +86,14 @@ extension ConnectionCore {
 
     // MARK: - Hello
 
-    /// The record layer finished its handshake: the dialer speaks first.
+    /// The record layer finished its handshake: the dialer speaks first. On plaintext the acceptor speaks at once
+    /// too: there is no group proof (group secrets need TLS) and no verification code to order, so waiting for
+    /// the dialer's hello would only cost a round trip.
     func handshakeFinished(_ record: any RecordLayer) throws(ConnectionError) {
         phase = .hello
-        if role == .dialer { try sendHello(record) }
+        if role == .dialer || record is PlaintextRecordLayer {
+            try sendHello(record)
+        }
     }
 
     /// Frames before the connection is established: the peer's hello, then (acceptor, TLS) its code nonce.
