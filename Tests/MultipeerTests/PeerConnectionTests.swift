@@ -718,3 +718,17 @@ func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async thro
         Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
     }
 }
+
+@Suite("The host a connection comes from")
+struct HostKeyTests {
+    @Test func ipv4MappedAddressesAreTheirIPv4HostAndIPv6HostsAreTheirSlash64() throws {
+        let mapped = try #require(IPAddress("::ffff:192.0.2.1"))
+        let otherMapped = try #require(IPAddress("::ffff:192.0.2.2"))
+        #expect(HostKey(mapped) == HostKey(.v4(IPv4Address(192, 0, 2, 1))))
+        #expect(HostKey(mapped) != HostKey(otherMapped))
+        #expect(
+            HostKey(try #require(IPAddress("2001:db8:1:2::1"))) == HostKey(try #require(IPAddress("2001:db8:1:2::ff"))))
+        #expect(
+            HostKey(try #require(IPAddress("2001:db8:1:2::1"))) != HostKey(try #require(IPAddress("2001:db8:1:3::1"))))
+    }
+}

@@ -212,15 +212,20 @@ final class ListenerState: @unchecked Sendable {
     }
 }
 
-/// The host a connection comes from, for the per-host handshake limit: an IPv4 address, or the /64 prefix of an
-/// IPv6 address (one host easily has a whole /64, and link-local addresses carry their interface).
+/// The host a connection comes from, for the per-host handshake limit: an IPv4 address (also when a dual-stack
+/// listener sees it as an IPv4-mapped IPv6 address, `::ffff:a.b.c.d`), or the /64 prefix of an IPv6 address (one
+/// host easily has a whole /64).
 struct HostKey: Hashable {
     private let bytes: [UInt8]
 
     init(_ address: IPAddress) {
         switch address {
-        case .v4(let v4): bytes = v4.byteArray
-        case .v6(let v6): bytes = Array(v6.byteArray.prefix(8))
+        case .v4(let v4):
+            bytes = v4.byteArray
+        case .v6(let v6):
+            let all = v6.byteArray
+            let isMapped = all[0..<10].allSatisfy { $0 == 0 } && all[10] == 0xFF && all[11] == 0xFF
+            bytes = isMapped ? Array(all[12...]) : Array(all[..<8])
         }
     }
 }
