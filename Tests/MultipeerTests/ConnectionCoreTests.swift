@@ -367,6 +367,48 @@ struct ConnectionCoreTests {
         #expect(buffers.reduce(0) { $0 + $1.capacity } <= 500 * StreamInbound.minimumCapacity)
     }
 
+    @Test func aResetStreamGivesUpItsUnreadBytesWhenItGivesBackTheirCredit() async throws {
+        // Found by review: a reset forgot the channel and gave its unread bytes' credit back to the connection,
+        // but the bytes stayed in the stream's buffer, which the application's PeerStream (or the incomingStreams
+        // buffer, up to maximumChannels streams nobody took yet) still holds. A peer filling streams and resetting
+        // them made the acceptor hold streamWindow per stream, far beyond its connection window.
+        var configuration = TestPeers.configuration(TestPeers.bob)
+        configuration.connectionWindow = 1 << 20
+        configuration.streamWindow = 512 << 10
+        configuration.maximumMessageLength = 64 << 10
+        let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: configuration)
+        pair.run()
+        // What the application holds: every stream the peer opened (as a PeerStream does).
+        var held: [StreamInbound] = []
+        for round in 0..<8 {
+            let channel = try pair.dialer.openChannel(kind: .stream, name: "")
+            try pair.dialer.write([UInt8](repeating: 7, count: 512 << 10), channel: channel)
+            pair.run()
+            let inbound = try #require(pair.acceptor.inbound(channel: channel))
+            #expect(inbound.bufferedByteCount == 512 << 10, "round \(round): the peer obeyed the credit it had")
+            held.append(inbound)
+            // Half the streams are reset by the peer, half by this side.
+            if round % 2 == 0 {
+                pair.dialer.resetChannel(channel, code: 9)
+            } else {
+                pair.acceptor.resetChannel(channel, code: 1)
+            }
+            pair.run()
+        }
+        #expect(pair.acceptor.phase == .established)
+        let unread = held.reduce(0) { $0 + $1.bufferedByteCount }
+        let memory = held.reduce(0) { $0 + $1.capacity }
+        #expect(unread == 0, "\(unread) unread bytes kept for reset streams")
+        #expect(memory <= configuration.connectionWindow, "\(memory) bytes of memory for reset streams")
+        // A reader of a reset stream learns of the reset, not of bytes that no longer count.
+        for inbound in held {
+            await #expect(throws: ConnectionError.self) {
+                var buffer: [UInt8] = []
+                return try await inbound.read(into: &buffer, maximumCount: 16, report: { _ in })
+            }
+        }
+    }
+
     @Test func streamsCarryBytesAndFinish() async throws {
         let pair = CorePair(
             dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))

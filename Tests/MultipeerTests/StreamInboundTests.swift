@@ -190,6 +190,47 @@ struct StreamInboundTests {
         #expect(try await reader.value == nil)
     }
 
+    @Test func aResetDropsTheUnreadBytesAndTheirMemoryEvenWhileAReaderCopies() async throws {
+        let error = ConnectionError(code: .closedLocally, reason: "reset in a test")
+        // After a normal end, a reset still turns the end into the error: the bytes dropped must not look read.
+        let ended = StreamInbound(window: 1 << 20)
+        Self.bytes(0..<100_000).withUnsafeBytes { ended.append($0) }
+        ended.finish(nil)
+        ended.discard(error)
+        #expect(ended.bufferedByteCount == 0)
+        #expect(ended.capacity == 0)
+        #expect(ended.take(upTo: 10) { _ in } == .ended(error))
+
+        // A reader copying when the reset comes keeps its bytes intact; the memory goes when it is done.
+        let copying = StreamInbound(window: 1 << 20)
+        Self.bytes(0..<100_000).withUnsafeBytes { copying.append($0) }
+        var copied: [UInt8] = []
+        let taken = copying.take(upTo: 5000) { borrowed in
+            copying.discard(error)
+            #expect(copying.capacity >= 100_000, "freed under a reader")
+            copied = Array(borrowed)
+        }
+        #expect(taken == .took(5000))
+        #expect(copied == Self.bytes(0..<5000))
+        #expect(copying.capacity == 0)
+        #expect(copying.take(upTo: 10) { _ in } == .ended(error))
+
+        // A reservation filled across the reset is dropped, not made readable.
+        let writing = StreamInbound(window: 1 << 20)
+        let room = try #require(writing.reserve(upTo: 4096))
+        writing.discard(error)
+        room.initializeMemory(as: UInt8.self, repeating: 1)
+        writing.commit(room.count)
+        #expect(writing.bufferedByteCount == 0)
+        #expect(writing.capacity == 0)
+        // A waiting reader wakes to the error.
+        let waiting = StreamInbound(window: 1 << 20)
+        let reader = Task { try await waiting.next(report: { _ in })?.count }
+        while waiting.waitingReaders == 0 { await Task.yield() }
+        waiting.discard(error)
+        await #expect(throws: ConnectionError.self) { try await reader.value }
+    }
+
     @Test func anIdleBufferGivesItsMemoryBack() async throws {
         let inbound = StreamInbound(window: 4 << 20)
         Self.bytes(0..<100_000).withUnsafeBytes { inbound.append($0) }

@@ -241,9 +241,8 @@ final class ConnectionDriver: @unchecked Sendable {
             case .channelFinished(let channel):
                 streams[channel]?.inbound.finish(nil)
             case .channelReset(let channel, let code):
-                let error = ConnectionError(
-                    code: .peerReportedError(code: code, text: "stream reset"),
-                    reason: "the peer reset the stream (code \(code))")
+                // The core already ended the stream's buffer with this error and dropped its unread bytes.
+                let error = ConnectionError.streamResetByPeer(code: code)
                 streams.removeValue(forKey: channel)?.inbound.finish(error)
                 failStreamWriters(channel: channel, error)
             case .channelGone(let channel):
@@ -416,8 +415,8 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     func resetStream(_ channel: UInt32) {
-        let error = ConnectionError(code: .closedLocally, reason: "the stream was reset by this side")
-        streams.removeValue(forKey: channel)?.inbound.finish(error)
+        let error = ConnectionError.streamResetLocally()
+        streams.removeValue(forKey: channel)?.inbound.discard(error)
         failStreamWriters(channel: channel, error)
         core.resetChannel(channel, code: 1)
         service()

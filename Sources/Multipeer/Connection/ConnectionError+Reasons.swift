@@ -331,6 +331,18 @@ extension ConnectionError {
             line: line)
     }
 
+    /// What the reader of a stream the peer reset learns (its unread bytes are dropped).
+    static func streamResetByPeer(code: UInt32, file: String = #fileID, line: Int = #line) -> ConnectionError {
+        ConnectionError(
+            code: .peerReportedError(code: code, text: "stream reset"),
+            reason: "the peer reset the stream (code \(code))", file: file, line: line)
+    }
+
+    /// What the reader and writers of a stream this side reset learn (its unread bytes are dropped).
+    static func streamResetLocally(file: String = #fileID, line: Int = #line) -> ConnectionError {
+        ConnectionError(code: .closedLocally, reason: "the stream was reset by this side", file: file, line: line)
+    }
+
     static func encodingFailed(_ error: FrameEncodingError, file: String = #fileID, line: Int = #line)
         -> ConnectionError
     {

@@ -33,12 +33,14 @@ final class StreamInbound: Sendable {
         var retired: Storage?
         /// Set once the stream ended: nil inside for the normal end, else the error.
         var end: ConnectionError?? = nil
+        /// The stream was reset: its unread bytes are dropped (their credit went back to the peer).
+        var discarded = false
         /// Readers waiting for bytes or the end; woken to look again.
         var readers: [UnsafeContinuation<Void, Never>] = []
         /// Bytes read and not yet reported to the connection (which turns them into window updates).
         var unreported = 0
 
-        var unread: Int { tail - head }
+        var unread: Int { discarded ? 0 : tail - head }
         var capacity: Int { storage?.bytes.count ?? 0 }
 
         deinit {
@@ -77,6 +79,18 @@ final class StreamInbound: Sendable {
             }
             tail = unread
             head = 0
+        }
+
+        /// Frees the memory of a discarded stream, unless a reader is copying from it or the producer filling
+        /// it (whichever of them finishes last calls this again).
+        mutating func freeDiscarded() {
+            guard discarded, !copying, !writing else { return }
+            storage?.bytes.deallocate()
+            retired?.bytes.deallocate()
+            storage = nil
+            retired = nil
+            head = 0
+            tail = 0
         }
 
         /// Counts `count` bytes as read; returns what to report to the connection now (0: not yet).
@@ -152,6 +166,10 @@ final class StreamInbound: Sendable {
             guard state.writing else { return [] }
             precondition(count >= 0 && count <= state.reserved, "StreamInbound.commit of more than was reserved")
             state.writing = false
+            guard !state.discarded else {
+                state.freeDiscarded()
+                return []
+            }
             state.tail += count
             guard count > 0 else { return [] }
             defer { state.readers = [] }
@@ -171,6 +189,21 @@ final class StreamInbound: Sendable {
     func finish(_ error: ConnectionError?) {
         let woken = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             if state.end == nil { state.end = .some(error) }
+            defer { state.readers = [] }
+            return state.readers
+        }
+        for reader in woken { reader.resume() }
+    }
+
+    /// Ends the stream with `error` (also after a normal end, which the dropped bytes would make a lie) and drops
+    /// its unread bytes and their memory: the stream was reset, and the connection gave their credit back to the
+    /// peer, so keeping them would let a peer that fills and resets streams make this side hold a stream window
+    /// per reset stream, beyond the connection window.
+    func discard(_ error: ConnectionError) {
+        let woken = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
+            state.end = .some(error)
+            state.discarded = true
+            state.freeDiscarded()
             defer { state.readers = [] }
             return state.readers
         }
@@ -248,6 +281,10 @@ final class StreamInbound: Sendable {
                 body(bytes)
                 state.withLock { state in
                     state.copying = false
+                    guard !state.discarded else {
+                        state.freeDiscarded()
+                        return
+                    }
                     state.head += bytes.count
                     if state.head == state.tail && !state.writing {
                         state.head = 0

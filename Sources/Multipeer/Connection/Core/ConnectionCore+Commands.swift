@@ -107,7 +107,7 @@ extension ConnectionCore {
     /// Aborts `channel` both ways.
     func resetChannel(_ channel: UInt32, code: UInt32) {
         guard phase == .established, channels[channel] != nil else { return }
-        forgetChannel(channel)
+        forgetChannel(channel, discarding: .streamResetLocally())
         try? enqueueControl(.channelReset(channel: channel, code: code))
     }
 

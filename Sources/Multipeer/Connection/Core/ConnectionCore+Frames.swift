@@ -40,7 +40,7 @@ extension ConnectionCore {
         case .channelReset(let channel, let code):
             guard let state = channels[channel] else { return }  // crossed our own reset
             if state.kind == .message && state.isLocal { throw .messageChannelReset(channel) }
-            forgetChannel(channel)
+            forgetChannel(channel, discarding: .streamResetByPeer(code: code))
             events.append(.channelReset(channel: channel, code: code))
         case .windowUpdate(let channel, let increment):
             do {
@@ -130,9 +130,12 @@ extension ConnectionCore {
     }
 
     /// Forgets a channel finished both ways or reset: drops what is queued on it and its partial messages, and
-    /// gives their credit back (messages already delivered keep theirs until the application takes them).
-    func forgetChannel(_ channel: UInt32) {
-        guard channels.remove(channel) != nil else { return }
+    /// gives their credit back (messages already delivered keep theirs until the application takes them). A reset
+    /// (`discarding` its reader's error) also drops the stream bytes nobody read: their credit goes back with the
+    /// rest, so they must not stay in the buffer the application's stream still holds.
+    func forgetChannel(_ channel: UInt32, discarding resetError: ConnectionError? = nil) {
+        guard let entry = channels.remove(channel) else { return }
+        if let resetError { entry.inbound?.discard(resetError) }
         queuedBytes -= scheduler.removeChannel(channel)
         events.append(.channelGone(channel: channel))
         reassembler.removeChannel(channel)
