@@ -56,6 +56,27 @@ struct ConnectionSharedTests {
         #expect(shared.droppedDatagrams == 10_000 - shared.unreadCount)
     }
 
+    @Test("messages given back do not lower the charge of the datagrams queued")
+    func givenBackMessagesLeaveTheDatagramChargeAlone() async {
+        // Found by review: taking a given-back message again released a datagram charge it never had, so an
+        // application whose iterators `break` after one message let datagrams pile up far beyond the limit.
+        let limit = 64 * 1024
+        let shared = makeShared(unreliableBufferLimit: limit)
+        shared.deliver(batch: (0..<50).map { _ in [UInt8](repeating: 1, count: 1000) })
+        for _ in 0..<10 {
+            for _ in 0..<100 { shared.deliverUnreliable([UInt8](repeating: 2, count: 1000)) }
+            // An iterator takes a batch, hands out one message and is dropped.
+            let batch = await shared.nextMessages(limit: 64) {}
+            shared.giveBack(batch[1...])
+        }
+        let queuedDatagrams = shared.state.withLock { state in
+            state.inbound.messages[state.inbound.head...].filter { $0.first == 2 }.count
+        }
+        // The limit, plus what one batch given back may hold (64 messages, 64 KiB).
+        let bound = limit / FlowController.messageCost(length: 1000) + 64
+        #expect(queuedDatagrams <= bound, "\(queuedDatagrams) datagrams queued against a limit of \(limit) bytes")
+    }
+
     @Test("trySend never waits: it fails at once with the limit when the peer is behind")
     func trySendFailsWhenFull() throws {
         let shared = makeShared(sendBufferLimit: 1000)

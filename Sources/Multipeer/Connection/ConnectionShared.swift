@@ -13,10 +13,19 @@ final class ConnectionShared: Sendable {
     }
 
     struct Inbound {
+        /// What a queued message holds, and so what taking it releases.
+        enum Entry {
+            /// A reliable message: its credit goes back to the peer.
+            case credited
+            /// A datagram: its charge leaves ``unreliableCharge``.
+            case datagram
+            /// A message an iterator took and gave back: what it held was released when it was first taken.
+            case givenBack
+        }
+
         var messages: [[UInt8]] = []
-        /// Whether taking each entry of `messages` gives its credit back to the peer: true for reliable messages,
-        /// false for datagrams and for messages an iterator gave back (their credit went back when first taken).
-        var credited: [Bool] = []
+        /// What taking each entry of `messages` releases (see ``Entry``).
+        var entries: [Entry] = []
         var head = 0
         /// Bytes in `messages` not taken yet.
         var bytes = 0
@@ -231,7 +240,7 @@ final class ConnectionShared: Sendable {
                 return nil
             }
             state.inbound.unreliableCharge += charge
-            Self.append(message, credited: false, to: &state.inbound)
+            Self.append(message, .datagram, to: &state.inbound)
             return nil
         }
         reader?.resume(returning: message)
@@ -252,7 +261,7 @@ final class ConnectionShared: Sendable {
                 index += 1
             }
             while index < batch.count {
-                Self.append(batch[index], credited: true, to: &state.inbound)
+                Self.append(batch[index], .credited, to: &state.inbound)
                 index += 1
             }
             return (handed, Self.reportDue(&state.inbound))
@@ -261,9 +270,9 @@ final class ConnectionShared: Sendable {
         return report
     }
 
-    private static func append(_ message: [UInt8], credited: Bool, to inbound: inout Inbound) {
+    private static func append(_ message: [UInt8], _ entry: Inbound.Entry, to inbound: inout Inbound) {
         inbound.messages.append(message)
-        inbound.credited.append(credited)
+        inbound.entries.append(entry)
         inbound.bytes += message.count
     }
 
@@ -333,17 +342,17 @@ final class ConnectionShared: Sendable {
 
     /// Puts messages an iterator took but never handed out back in front of the queue, in order (the iterator
     /// was dropped, say after a `break`): the next reader gets them, and nothing is lost. Their credit was
-    /// counted when they were taken, so they are queued as uncredited.
+    /// counted (and a datagram's charge released) when they were taken, so taking them again releases nothing.
     func giveBack(_ messages: ArraySlice<[UInt8]>) {
         guard !messages.isEmpty else { return }
         let resumed = state.withLock { state -> [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] in
             if state.inbound.head > 0 {
                 state.inbound.messages.removeSubrange(0..<state.inbound.head)
-                state.inbound.credited.removeSubrange(0..<state.inbound.head)
+                state.inbound.entries.removeSubrange(0..<state.inbound.head)
                 state.inbound.head = 0
             }
             state.inbound.messages.insert(contentsOf: messages, at: 0)
-            state.inbound.credited.insert(contentsOf: repeatElement(false, count: messages.count), at: 0)
+            state.inbound.entries.insert(contentsOf: repeatElement(.givenBack, count: messages.count), at: 0)
             for message in messages { state.inbound.bytes += message.count }
             // A reader waiting now found the queue empty: it gets the first of them.
             var resumed: [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] = []
@@ -375,11 +384,13 @@ final class ConnectionShared: Sendable {
         guard inbound.head < inbound.messages.count else { return nil }
         var message: [UInt8] = []
         swap(&message, &inbound.messages[inbound.head])
-        if inbound.credited[inbound.head] {
+        switch inbound.entries[inbound.head] {
+        case .credited:
             countTaken(message.count, &inbound)
-        } else {
-            inbound.unreliableCharge = max(
-                0, inbound.unreliableCharge - FlowController.messageCost(length: message.count))
+        case .datagram:
+            inbound.unreliableCharge -= FlowController.messageCost(length: message.count)
+        case .givenBack:
+            break
         }
         inbound.head += 1
         inbound.bytes -= message.count
@@ -388,11 +399,11 @@ final class ConnectionShared: Sendable {
         if inbound.head == inbound.messages.count {
             let keep = inbound.messages.count <= 4096
             inbound.messages.removeAll(keepingCapacity: keep)
-            inbound.credited.removeAll(keepingCapacity: keep)
+            inbound.entries.removeAll(keepingCapacity: keep)
             inbound.head = 0
         } else if inbound.head >= 64 && inbound.head * 2 >= inbound.messages.count {
             inbound.messages.removeSubrange(0..<inbound.head)
-            inbound.credited.removeSubrange(0..<inbound.head)
+            inbound.entries.removeSubrange(0..<inbound.head)
             inbound.head = 0
         }
         return message
