@@ -286,6 +286,36 @@ struct ConnectionCoreTests {
         #expect(CorePair.messages(in: pair.acceptorEvents).count > delivered)
     }
 
+    @Test func aSmallMessageIsNotStuckBehindCreditTheReceiverHoldsBack() throws {
+        // Found by review, not fixed yet: a message must find its whole cost in the connection credit before its
+        // first fragment goes, and the receiver grants taken credit back only once half the window is pending.
+        // Two streams the application will read later (8 MiB unread) and two messages it has taken (8 MiB - 64
+        // of cost, pending, below the 8 MiB threshold) leave the sender 64 bytes of connection credit for good:
+        // even an empty message (128) waits forever, though the receiver holds nothing but the streams. Before
+        // issue 9 a fragment's byte went through and its credit came back on arrival.
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        pair.run()
+        for name in ["a", "b"] {
+            let channel = try pair.dialer.openChannel(kind: .stream, name: name)
+            try pair.dialer.write([UInt8](repeating: 1, count: 4 << 20), channel: channel)
+        }
+        let first = 4 << 20
+        let second = 8 << 20 - 64 - 2 * FlowController.messageOverhead - first
+        try pair.dialer.sendMessage([UInt8](repeating: 2, count: first))
+        try pair.dialer.sendMessage([UInt8](repeating: 3, count: second))
+        pair.run(rounds: 10_000)
+        #expect(CorePair.messages(in: pair.acceptorEvents).map(\.count) == [first, second])
+        pair.acceptor.messagesTaken(2)
+        pair.run()
+        // The application now waits for the next message before it reads the streams.
+        try pair.dialer.sendMessage([])
+        pair.run()
+        withKnownIssue("the sender's connection credit stays below one message's cost") {
+            #expect(CorePair.messages(in: pair.acceptorEvents).count == 3)
+        }
+    }
+
     @Test func messagesOfAChannelThePeerClosedKeepTheirCreditUntilTaken() throws {
         // Closing a message channel must not hand back the connection credit of messages still unread there, or a
         // peer could open, fill and close message channels without end.
