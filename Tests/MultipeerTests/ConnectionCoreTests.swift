@@ -439,6 +439,37 @@ struct ConnectionCoreTests {
         }
     }
 
+    @Test func streamBytesLeftUnreadAfterBothSidesFinishedStayWithinTheWindow() throws {
+        // Found by review, not fixed yet: a stream finished both ways is forgotten and its unread bytes' credit
+        // goes back to the connection at once, while the bytes stay readable in the buffer the application's
+        // PeerStream holds. An application that finished its side of its streams (say, after writing a request)
+        // and keeps them without reading the peer's answer lets the peer fill each with a stream window.
+        var configuration = TestPeers.configuration(TestPeers.bob)
+        configuration.connectionWindow = 1 << 20
+        configuration.streamWindow = 512 << 10
+        configuration.maximumMessageLength = 64 << 10
+        let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: configuration)
+        pair.run()
+        var held: [StreamInbound] = []
+        for _ in 0..<8 {
+            // This side opens a stream, writes its request and finishes its side.
+            let channel = try pair.acceptor.openChannel(kind: .stream, name: "request")
+            try pair.acceptor.write([1], channel: channel)
+            try pair.acceptor.finishChannel(channel)
+            pair.run()
+            held.append(try #require(pair.acceptor.inbound(channel: channel)))
+            // The peer answers with a stream window and finishes too.
+            try pair.dialer.write([UInt8](repeating: 7, count: 512 << 10), channel: channel)
+            try pair.dialer.finishChannel(channel)
+            pair.run()
+        }
+        #expect(pair.acceptor.phase == .established)
+        let unread = held.reduce(0) { $0 + $1.bufferedByteCount }
+        withKnownIssue("credit of unread bytes goes back when the channel is forgotten") {
+            #expect(unread <= configuration.connectionWindow, "\(unread) unread bytes against a 1 MiB window")
+        }
+    }
+
     @Test func streamsCarryBytesAndFinish() async throws {
         let pair = CorePair(
             dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
