@@ -145,9 +145,9 @@ public struct ConnectionConfiguration: Sendable {
         where !(minimumWindow...maximumWindow).contains(value) {
             throw .invalidConfiguration("\(name) is \(value); it must be between \(minimumWindow) and \(maximumWindow)")
         }
-        guard maximumMessageLength >= 0,
-            Int(FlowController.messageWindow(maximumMessageLength: maximumMessageLength)) <= connectionWindow,
-            maximumMessageLength <= Int(UInt32.max)
+        // The range first: the window of a limit near Int.max cannot even be computed.
+        guard (0...Int(UInt32.max)).contains(maximumMessageLength),
+            Int(FlowController.messageWindow(maximumMessageLength: maximumMessageLength)) <= connectionWindow
         else {
             let largest = FlowController.maximumMessageLength(messageWindow: UInt32(connectionWindow))
             throw .invalidConfiguration(
