@@ -731,4 +731,19 @@ struct HostKeyTests {
         #expect(
             HostKey(try #require(IPAddress("2001:db8:1:2::1"))) != HostKey(try #require(IPAddress("2001:db8:1:3::1"))))
     }
+
+    @Test func twoPeersOnOneLinkAreTwoHosts() throws {
+        // Found by review, not fixed yet: every host on a link shares the link's /64 (all link-local addresses are in
+        // fe80::/64, and SLAAC gives each host of a LAN the same global or ULA prefix), so on a LAN, where this
+        // library's peers are, the per-host limit makes every IPv6 peer one host: eight handshake slots for the
+        // whole link, which one peer can keep busy, and which an honest burst of nine peers already exceeds.
+        let ada = try #require(IPAddress("fe80::1c2d:3eff:fe4f:5a6b"))
+        let bob = try #require(IPAddress("fe80::9a8b:7cff:fe6d:5e4f"))
+        let adaULA = try #require(IPAddress("fd12:3456:789a:1::1c2d"))
+        let bobULA = try #require(IPAddress("fd12:3456:789a:1::9a8b"))
+        withKnownIssue("IPv6 hosts are keyed by their /64, which a whole link shares") {
+            #expect(HostKey(ada) != HostKey(bob))
+            #expect(HostKey(adaULA) != HostKey(bobULA))
+        }
+    }
 }
