@@ -206,6 +206,26 @@ struct FlowControllerTests {
                 == [.windowUpdate(channel: 0, increment: 598_000), .windowUpdate(channel: 1, increment: 335_856)])
     }
 
+    @Test("below the half-window mark, pending credit is granted at once when the peer could not start a message")
+    func eagerGrantWhenThePeerIsShortOfOneMessage() throws {
+        var receiver = FlowController()  // 16 MiB connection, 4 MiB streams, a message window for 4 MiB messages
+        _ = receiver.connectionEstablished()
+        for channel: UInt32 in [1, 3, 5] {
+            _ = try receiver.openLocalChannel(channel)
+            try receiver.received(channel: channel, count: 4 << 20)
+        }
+        // 12 MiB received; the application reads 3 MiB of one stream: pending 3 MiB, far below the 8 MiB mark,
+        // but the peer is left 4 MiB, less than the largest message costs with its batch: it gets the 3 MiB now.
+        let updates = receiver.consumed(channel: 1, count: 3 << 20)
+        #expect(updates.contains(.windowUpdate(channel: 0, increment: 3 << 20)))
+        // With the peer's credit comfortable, consumption waits for the mark as before.
+        var relaxed = FlowController()
+        _ = relaxed.connectionEstablished()
+        _ = try relaxed.openLocalChannel(1)
+        try relaxed.received(channel: 1, count: 4 << 20)
+        #expect(!relaxed.consumed(channel: 1, count: 3 << 20).contains { $0.channel == 0 })
+    }
+
     /// A fast writer and a slow reader exchanging frames through a wire with latency: the receiver never
     /// buffers more than its windows, and the sender never has more unacknowledged than the window.
     @Test("a slow reader bounds what is buffered by the window", arguments: [1, 7, 50])

@@ -232,6 +232,33 @@ struct FrameSchedulerTests {
         #expect(second.isLast && first.bytes.count + second.bytes.count == 100_000)
     }
 
+    @Test("a message waiting for connection credit is not starved by streams that take it piece by piece")
+    func aWaitingMessageGetsTheConnectionCredit() throws {
+        // Found by review: streams take connection credit 64 KiB at a time as it comes back, while a message needs
+        // its whole cost at once; with grants smaller than that cost, the message never started.
+        var flow = FlowController()
+        for channel: UInt32 in [1, 3, 5] {
+            _ = try flow.openLocalChannel(channel)
+            try flow.receivedWindowUpdate(channel: channel, increment: 0x4000_0000)
+        }
+        var scheduler = FrameScheduler()
+        for channel: UInt32 in [1, 3] {
+            for _ in 0..<64 { try scheduler.enqueueData([UInt8](repeating: 1, count: 1 << 20), channel: channel) }
+        }
+        try scheduler.enqueueMessage([UInt8](repeating: 2, count: 300_000), channel: 5)
+        var started = false
+        for _ in 0..<200 where !started {
+            for frame in drain(&scheduler, &flow) {
+                if case .message(5, let fragment) = frame, fragment.isFirst { started = true }
+            }
+            try flow.receivedWindowUpdate(channel: 0, increment: 65_536)  // the receiver returns credit in pieces
+        }
+        #expect(started)
+        // The streams go on afterwards.
+        try flow.receivedWindowUpdate(channel: 0, increment: 1 << 20)
+        #expect(drain(&scheduler, &flow).contains { if case .channelData = $0 { true } else { false } })
+    }
+
     @Test("close goes after the channel's data, and nothing can be queued after it")
     func closeOrdering() throws {
         var flow = try flow(channels: [1])

@@ -89,7 +89,8 @@ public struct ConnectionConfiguration: Sendable {
     /// 128: a LAN peer rarely has more than a few handshakes at once; 128 bounds what a flood of connection
     /// attempts can cost (each pending handshake holds a few kilobytes of TLS state).
     public var maximumPendingHandshakes: Int
-    /// The most handshakes a listener runs at once for one host (one IPv4 address, or one IPv6 /64 prefix).
+    /// The most handshakes a listener runs at once for one host address (an IPv4 peer of a dual-stack listener
+    /// counts as its IPv4 address).
     ///
     /// 8: one honest host connects once per session it joins; eight keeps a single host from taking every
     /// slot of ``maximumPendingHandshakes`` for the length of a handshake timeout.
@@ -100,6 +101,16 @@ public struct ConnectionConfiguration: Sendable {
     /// 256: far beyond a session's members (Apple allows 8), and with the windows above it bounds what peers
     /// can make one listener hold.
     public var maximumConnections: Int
+    /// How many verification-code exchanges may be abandoned at a listener within a minute (the dialer went away
+    /// after seeing this side's nonce, ``ConnectionError/Code/verificationAbandoned``) before it answers new
+    /// connections "busy" for the rest of that minute.
+    ///
+    /// 16: an honest dialer abandons one only when it crashes mid-handshake. A man in the middle learns this
+    /// side's code before he reveals his nonce and can abandon every attempt that would not match the code his
+    /// other victim shows; each attempt wins with probability 10^-6, so this limit holds him to 16 a minute
+    /// (about 10^-5 over the ten minutes a pairing might wait) instead of a thousand a second. The price: while an
+    /// attack goes on, honest peers wait up to a minute.
+    public var maximumAbandonedVerificationsPerMinute: Int
     /// Established connections a listener queues for the application to take from `connections`; when the
     /// application falls this far behind, a new connection is closed with a goodbye saying so.
     ///
@@ -131,6 +142,7 @@ public struct ConnectionConfiguration: Sendable {
         maximumPendingHandshakesPerHost = 8
         maximumConnections = 256
         maximumQueuedConnections = 64
+        maximumAbandonedVerificationsPerMinute = 16
     }
 
     /// Checks the rules between the settings.
@@ -159,6 +171,7 @@ public struct ConnectionConfiguration: Sendable {
             ("maximumPendingHandshakes", maximumPendingHandshakes),
             ("maximumPendingHandshakesPerHost", maximumPendingHandshakesPerHost),
             ("maximumConnections", maximumConnections), ("maximumQueuedConnections", maximumQueuedConnections),
+            ("maximumAbandonedVerificationsPerMinute", maximumAbandonedVerificationsPerMinute),
         ] where value < 1 {
             throw .invalidConfiguration("\(name) is \(value); it must be at least 1")
         }

@@ -34,7 +34,9 @@ final class ConnectionDriver: @unchecked Sendable {
     var onSetup: ((Result<ConnectedPeer, ConnectionError>) -> Void)?
     /// Called once when the connection has ended and its socket is closed.
     var onEnd: ((ConnectionError) -> Void)?
-    var streams: [UInt32: PeerStream] = [:]
+    /// The receive buffers of the streams the application may hold (not the streams themselves: a stream the
+    /// application drops tells the driver, ``streamDropped(_:)``).
+    var streams: [UInt32: StreamInbound] = [:]
     var incomingStreams: AsyncStream<PeerStream>.Continuation?
     private var streamWriters: [(channel: UInt32, bytes: [UInt8], continuation: CheckedContinuation<Void, any Error>)] =
         []
@@ -232,21 +234,21 @@ final class ConnectionDriver: @unchecked Sendable {
                     core.inbound(channel: channel)
                     ?? StreamInbound(window: core.configuration.streamWindow)
                 let stream = PeerStream(driver: self, channel: channel, name: name, inbound: inbound)
-                streams[channel] = stream
+                streams[channel] = inbound
                 // Streams nobody takes are refused, not piled up: the buffer holds at most the channel limit.
                 if case .dropped = incomingStreams?.yield(stream) {
                     streams[channel] = nil
                     core.resetChannel(channel, code: 2)
                 }
             case .channelFinished(let channel):
-                streams[channel]?.inbound.finish(nil)
+                streams[channel]?.finish(nil)
             case .channelReset(let channel, let code):
                 // The core already ended the stream's buffer with this error and dropped its unread bytes.
                 let error = ConnectionError.streamResetByPeer(code: code)
-                streams.removeValue(forKey: channel)?.inbound.finish(error)
+                streams.removeValue(forKey: channel)?.finish(error)
                 failStreamWriters(channel: channel, error)
             case .channelGone(let channel):
-                streams.removeValue(forKey: channel)?.inbound.finish(nil)
+                streams.removeValue(forKey: channel)?.finish(nil)
             case .pingAbandoned(let token):
                 pingWaiters.removeValue(forKey: token)?.resume(
                     throwing: ConnectionError(
@@ -258,7 +260,7 @@ final class ConnectionDriver: @unchecked Sendable {
                 onSetup?(.failure(error))
                 onSetup = nil
                 shared.close(error)
-                for stream in streams.values { stream.inbound.finish(error) }
+                for stream in streams.values { stream.finish(error) }
                 streams = [:]
                 incomingStreams?.finish()
                 for writer in streamWriters { writer.continuation.resume(throwing: error) }
@@ -395,7 +397,7 @@ final class ConnectionDriver: @unchecked Sendable {
             throw ConnectionError(code: .internalFailure, reason: "stream channel \(channel) has no receive buffer")
         }
         let stream = PeerStream(driver: self, channel: channel, name: name, inbound: inbound)
-        streams[channel] = stream
+        streams[channel] = inbound
         service()
         return stream
     }
@@ -414,9 +416,15 @@ final class ConnectionDriver: @unchecked Sendable {
         service()
     }
 
+    /// The application dropped its stream object (loop thread).
+    func streamDropped(_ channel: UInt32) {
+        core.streamDropped(channel: channel)
+        service()
+    }
+
     func resetStream(_ channel: UInt32) {
         let error = ConnectionError.streamResetLocally()
-        streams.removeValue(forKey: channel)?.inbound.discard(error)
+        streams.removeValue(forKey: channel)?.discard(error)
         failStreamWriters(channel: channel, error)
         core.resetChannel(channel, code: 1)
         service()

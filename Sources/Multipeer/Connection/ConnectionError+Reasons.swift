@@ -65,7 +65,7 @@ extension ConnectionError {
         ConnectionError(
             code: .tooManyPendingHandshakes,
             reason: "the peer refused the connection: it has too many handshakes in progress (in all, or from this "
-                + "host)", file: file, line: line)
+                + "host), or too many verification codes were abandoned there lately", file: file, line: line)
     }
 
     static func peerFull(file: String = #fileID, line: Int = #line) -> ConnectionError {
@@ -157,6 +157,16 @@ extension ConnectionError {
             code: .protocolViolation,
             reason: "the peer's verification-code nonce does not match the commitment in its hello", file: file,
             line: line)
+    }
+
+    static func verificationAbandoned(after cause: ConnectionError, file: String = #fileID, line: Int = #line)
+        -> ConnectionError
+    {
+        ConnectionError(
+            code: .verificationAbandoned,
+            reason: "the dialer went away after it saw this side's verification-code nonce and before it revealed its "
+                + "own (\(cause.reason)): a peer that crashed, or a man in the middle trying for a matching code",
+            file: file, line: line)
     }
 
     static func handshakeTimedOut(
@@ -347,6 +357,12 @@ extension ConnectionError {
         -> ConnectionError
     {
         ConnectionError(code: .internalFailure, reason: "could not encode a frame: \(error)", file: file, line: line)
+    }
+
+    static func streamDropped(file: String = #fileID, line: Int = #line) -> ConnectionError {
+        ConnectionError(
+            code: .closedLocally, reason: "the application dropped the stream before reading all of it", file: file,
+            line: line)
     }
 
     // MARK: Ends

@@ -22,6 +22,10 @@ public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertibl
         /// This side needs TLS for this connection, because it expects a particular peer (only TLS proves an
         /// identity) or has a group secret, and plaintext was offered or chosen.
         case plaintextRefused
+        /// The dialer went away during the verification-code exchange, after it saw this side's nonce and before it
+        /// revealed its own: a peer that crashed, or a man in the middle trying for a matching code. A listener
+        /// counts these and limits them (``ConnectionConfiguration/maximumAbandonedVerificationsPerMinute``).
+        case verificationAbandoned
         /// The peer speaks a protocol (or preamble) version this implementation does not.
         case unsupportedVersion(major: UInt8)
         /// The peer is not a swift-multipeer peer: its first bytes were not the protocol's preamble (or, dialing
@@ -109,6 +113,7 @@ extension ConnectionError.Code {
         case .groupSecretMismatch: "groupSecretMismatch"
         case .encryptionMismatch: "encryptionMismatch"
         case .plaintextRefused: "plaintextRefused"
+        case .verificationAbandoned: "verificationAbandoned"
         case .unsupportedVersion: "unsupportedVersion"
         case .notAPeer: "notAPeer"
         case .protocolViolation: "protocolViolation"

@@ -25,6 +25,11 @@ public final class PeerListener: Sendable {
         public var refusedFull = 0
         /// Established connections closed because the application had not taken the ones queued before them.
         public var droppedUntaken = 0
+        /// Handshakes whose dialer went away during the verification-code exchange
+        /// (``ConnectionError/Code/verificationAbandoned``, or a nonce that did not match its commitment).
+        public var abandonedVerifications = 0
+        /// Connections answered "busy" because too many verifications were abandoned in the last minute.
+        public var refusedAfterAbandonedVerifications = 0
         /// Connections established and not ended yet.
         public var open = 0
         /// Handshakes that failed (timeout, mismatch, garbage, ...).
@@ -101,8 +106,10 @@ final class ListenerState: @unchecked Sendable {
     private var openConnections = 0
     private var closed = false
     private var handshakes: [ObjectIdentifier: ConnectionDriver] = [:]
-    /// Handshakes running per host (an IPv4 address, or an IPv6 /64 prefix).
+    /// Handshakes running per host address.
     private var handshakesPerHost: [HostKey: Int] = [:]
+    /// When verifications were abandoned within the last minute, oldest first (at most the limit are kept).
+    private var abandonedVerifications: [IOInstant] = []
 
     init(
         loop: EventLoop, configuration: ConnectionConfiguration, contexts: TLSContexts,
@@ -132,6 +139,16 @@ final class ListenerState: @unchecked Sendable {
         if openConnections + handshakes.count >= configuration.maximumConnections {
             statistics.withLock { $0.refusedFull += 1 }
             refuse(socket, ConnectionCore.fullAnswer(preference: configuration.encryption))
+            return
+        }
+        let now = loop.clock.now()
+        abandonedVerifications.removeAll { now - $0 >= .seconds(60) }
+        if abandonedVerifications.count >= configuration.maximumAbandonedVerificationsPerMinute {
+            statistics.withLock {
+                $0.refusedBusy += 1
+                $0.refusedAfterAbandonedVerifications += 1
+            }
+            refuse(socket, ConnectionCore.busyAnswer(preference: configuration.encryption))
             return
         }
         guard handshakes.count < configuration.maximumPendingHandshakes,
@@ -165,6 +182,13 @@ final class ListenerState: @unchecked Sendable {
             case .success(let peer):
                 established(driver, connection: makeConnection(peer))
             case .failure(let error):
+                if driver.core.endedWhileConfirming {
+                    abandonedVerifications.append(loop.clock.now())
+                    if abandonedVerifications.count > configuration.maximumAbandonedVerificationsPerMinute {
+                        abandonedVerifications.removeFirst()
+                    }
+                    statistics.withLock { $0.abandonedVerifications += 1 }
+                }
                 failures.yield(error)
             }
         }
@@ -212,9 +236,13 @@ final class ListenerState: @unchecked Sendable {
     }
 }
 
-/// The host a connection comes from, for the per-host handshake limit: an IPv4 address (also when a dual-stack
-/// listener sees it as an IPv4-mapped IPv6 address, `::ffff:a.b.c.d`), or the /64 prefix of an IPv6 address (one
-/// host easily has a whole /64).
+/// The host a connection comes from, for the per-host handshake limit: its address, with an IPv4-mapped IPv6
+/// address (`::ffff:a.b.c.d`, as a dual-stack listener sees IPv4 peers) counted as the IPv4 address.
+///
+/// A whole address, not a prefix: on a LAN, where peers are, every host of the link shares the link's /64
+/// (`fe80::/64` and the LAN's SLAAC prefix), so a per-prefix limit would give the whole link one host's slots. A
+/// host with many addresses can still take more slots; ``ConnectionConfiguration/maximumPendingHandshakes``
+/// bounds them all.
 struct HostKey: Hashable {
     private let bytes: [UInt8]
 
@@ -225,7 +253,7 @@ struct HostKey: Hashable {
         case .v6(let v6):
             let all = v6.byteArray
             let isMapped = all[0..<10].allSatisfy { $0 == 0 } && all[10] == 0xFF && all[11] == 0xFF
-            bytes = isMapped ? Array(all[12...]) : Array(all[..<8])
+            bytes = isMapped ? Array(all[12...]) : all
         }
     }
 }

@@ -21,6 +21,14 @@ public final class PeerStream: Sendable {
         self.inbound = inbound
     }
 
+    /// A stream the application no longer holds: if it was finished both ways with bytes left unread, the
+    /// connection forgets it now (its credit and channel slot go back).
+    deinit {
+        let driver = driver
+        let channel = channel
+        driver.loop.execute { driver.streamDropped(channel) }
+    }
+
     /// Sends `bytes`; returns once they are queued, suspending while the connection's send buffer is full.
     /// - Throws: ``ConnectionError`` if the connection ended or the stream was finished or reset.
     public func write(_ bytes: [UInt8]) async throws(ConnectionError) {

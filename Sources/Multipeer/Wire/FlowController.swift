@@ -270,7 +270,16 @@ package struct FlowController: Sendable {
     }
 
     private mutating func connectionUpdate(consuming count: Int) -> [Frame] {
-        guard let increment = connectionReceive.consumed(count) else { return [] }
+        if let increment = connectionReceive.consumed(count) {
+            return [.windowUpdate(channel: 0, increment: increment)]
+        }
+        // Below half the window nothing is granted yet, but a peer left with less connection credit than the
+        // largest message costs may be waiting for exactly this credit to start one (a message's first fragment
+        // needs its whole cost): grant what is pending now. Bulk transfers rarely get here (the peer's credit stays
+        // above it while one stream's window is all that is unread), so the updates stay few.
+        guard connectionReceive.credit < Int(min(configuration.messageWindow, configuration.connectionWindow)) / 2,
+            let increment = connectionReceive.takeGrant()
+        else { return [] }
         return [.windowUpdate(channel: 0, increment: increment)]
     }
 

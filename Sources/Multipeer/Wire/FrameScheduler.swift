@@ -9,7 +9,9 @@
 ///
 /// Every data frame is cut to fit ``Limits/maximumPayloadLength`` and the flow-control credit of its channel
 /// and the connection, taken from the ``FlowController`` passed to ``next(flow:)``; a message's first fragment
-/// takes the whole message's cost at once. A channel without credit is skipped, never waited for. So a small message queued during a 1 GiB transfer on another channel waits
+/// takes the whole message's cost at once. A channel without credit is skipped, never waited for, except that
+/// a message with its channel's credit but not the connection's keeps the connection's for itself until it
+/// starts (streams would take it piece by piece and starve it). So a small message queued during a 1 GiB transfer on another channel waits
 /// for at most the one frame being written. Within a channel, work goes out in the order it was queued
 /// (Apple's reliable mode delivers in order), so a message's fragments never interleave with another's of
 /// the same channel.
@@ -67,6 +69,16 @@ package struct FrameScheduler: Sendable {
         var sent = 0
         /// Whether the first fragment of a message has been sent (an empty message has one fragment).
         var started = false
+
+        /// Whether sending this item's next frame takes connection credit: stream data, and a message's first
+        /// fragment (a close, or a message's later fragments, take none).
+        var needsConnectionCredit: Bool {
+            switch kind {
+            case .data: true
+            case .message: !started
+            case .close: false
+            }
+        }
     }
 
     /// A channel's queued items, first in first out, taken from the front without moving the rest.
@@ -128,6 +140,10 @@ package struct FrameScheduler: Sendable {
     /// Channels with queued work, in round-robin order; `cursor` is the next to serve.
     private var ring: [UInt32] = []
     private var cursor = 0
+    /// A channel whose next message has its channel's credit but waits for the connection's: until it starts, no
+    /// other channel takes connection credit. Streams take it piece by piece as it comes back and would otherwise
+    /// starve a message, which needs its whole cost at once.
+    private var creditWaiter: UInt32?
 
     /// Creates an empty scheduler.
     /// - Parameter limits: The bounds to enforce.
@@ -246,6 +262,7 @@ package struct FrameScheduler: Sendable {
         closing.remove(channel)
         nextMessageID[channel] = nil
         removeFromRing(channel)
+        if creditWaiter == channel { creditWaiter = nil }
         return unsent
     }
 
@@ -392,6 +409,10 @@ package struct FrameScheduler: Sendable {
         guard var queue = queues.removeValue(forKey: channel) else { return nil }
         defer { queues[channel] = queue.isEmpty ? nil : queue }
         guard var item = queue.takeFirst() else { return nil }
+        if let creditWaiter, creditWaiter != channel, item.needsConnectionCredit {
+            queue.replaceFirst(item)
+            return nil
+        }
         let piece: Piece
         let isDone: Bool
         switch item.kind {
@@ -414,9 +435,11 @@ package struct FrameScheduler: Sendable {
             if !item.started {
                 let cost = FlowController.messageCost(length: item.bytes.count)
                 guard (try? flow.reserveWhole(channel: channel, count: cost)) == true else {
+                    if creditWaiter == nil, (flow.sendWindow(channel)?.credit ?? 0) >= cost { creditWaiter = channel }
                     queue.replaceFirst(item)
                     return nil
                 }
+                if creditWaiter == channel { creditWaiter = nil }
             }
             let overhead = item.started ? Self.messageOverhead : Self.messageFirstOverhead
             let remaining = item.bytes.count - item.sent

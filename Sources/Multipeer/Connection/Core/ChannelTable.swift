@@ -18,6 +18,9 @@ struct ChannelTable {
         /// Where the peer's bytes on a stream or resource channel wait for the reader, who reports what it
         /// took with ``ConnectionCore/streamConsumed(channel:count:)``; nil for message channels.
         var inbound: StreamInbound?
+        /// Finished both ways, but the reader has not taken every byte yet: the channel (its credit, its slot)
+        /// stays until it has, or until the application drops the stream.
+        var lingering = false
     }
 
     private let localParity: UInt32

@@ -113,8 +113,16 @@ extension ConnectionCore {
 
     /// The application took `count` bytes of stream data from `channel`.
     func streamConsumed(channel: UInt32, count: Int) {
-        guard channels[channel] != nil else { return }
+        guard let state = channels[channel] else { return }
         for frame in flow.consumed(channel: channel, count: count) { try? enqueueControl(frame) }
+        if state.lingering, state.inbound?.bufferedByteCount ?? 0 == 0 { forgetChannel(channel) }
+    }
+
+    /// The application dropped its object for stream `channel`: a stream finished both ways that still held
+    /// unread bytes is forgotten now (the bytes with it).
+    func streamDropped(channel: UInt32) {
+        guard let state = channels[channel], state.lingering else { return }
+        forgetChannel(channel, discarding: .streamDropped())
     }
 
     func enqueueControl(_ frame: Frame) throws(ConnectionError) {

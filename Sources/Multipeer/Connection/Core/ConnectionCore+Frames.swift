@@ -36,7 +36,7 @@ extension ConnectionCore {
             state.remoteOpen = false
             channels[channel] = state
             events.append(.channelFinished(channel: channel))
-            if !state.localOpen { forgetChannel(channel) }
+            if !state.localOpen { finishedBothWays(channel) }
         case .channelReset(let channel, let code):
             guard let state = channels[channel] else { return }  // crossed our own reset
             if state.kind == .message && state.isLocal { throw .messageChannelReset(channel) }
@@ -127,6 +127,19 @@ extension ConnectionCore {
     /// The buffer where the peer's bytes on stream `channel` wait for the reader; nil for other channels.
     func inbound(channel: UInt32) -> StreamInbound? {
         channels[channel]?.inbound
+    }
+
+    /// A channel is finished both ways: forgotten now, unless the reader has bytes of it still to take. Those
+    /// stay within the windows: their credit (and the channel's slot) goes back only as the reader takes them, or
+    /// when the application drops the stream (``streamDropped(channel:)``).
+    func finishedBothWays(_ channel: UInt32) {
+        guard var state = channels[channel] else { return }
+        if let inbound = state.inbound, inbound.bufferedByteCount > 0 {
+            state.lingering = true
+            channels[channel] = state
+        } else {
+            forgetChannel(channel)
+        }
     }
 
     /// Forgets a channel finished both ways or reset: drops what is queued on it and its partial messages, and

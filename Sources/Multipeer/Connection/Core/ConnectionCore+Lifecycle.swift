@@ -91,9 +91,15 @@ extension ConnectionCore {
         record.closeOutput()
     }
 
-    /// Marks the connection closed and reports it once.
+    /// Marks the connection closed and reports it once. An acceptor that ends while it waits for the dialer's
+    /// code nonce (for any reason but its own close) records that it did: a listener limits those.
     func finish(_ error: ConnectionError) {
         guard phase != .closed else { return }
+        var error = error
+        if phase == .confirming && error.code != .closedLocally {
+            endedWhileConfirming = true
+            if error.code != .protocolViolation { error = .verificationAbandoned(after: error) }
+        }
         ending.reason = error
         phase = .closed
         finished = true

@@ -152,6 +152,6 @@ extension ConnectionCore {
         guard var state = channels[channel] else { return }
         state.localOpen = false
         channels[channel] = state
-        if !state.remoteOpen { forgetChannel(channel) }
+        if !state.remoteOpen { finishedBothWays(channel) }
     }
 }

@@ -105,6 +105,8 @@ extension ConnectionCore {
             try handleCodeReveal(nonce)
         case (_, .error(let code, let text)):
             throw .peerError(code: code, text: text)
+        case (_, .unknown):
+            break  // a newer minor version's frame: ignored here too, as PROTOCOL.md requires
         default:
             throw .outOfPlace(frame.type, phase: phase)
         }

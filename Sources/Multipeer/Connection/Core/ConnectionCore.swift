@@ -87,6 +87,8 @@ final class ConnectionCore {
     /// The peer's datagram port and the keys for both directions, once established over TLS with a peer that
     /// announced a port.
     var datagramPath: (port: UInt16, keys: DatagramKeys)?
+    /// The connection ended while this acceptor waited for the dialer's code nonce (see ``finish(_:)``).
+    var endedWhileConfirming = false
 
     // Frames and channels
     var decoder: FrameDecoder
