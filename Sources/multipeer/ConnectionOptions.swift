@@ -198,15 +198,7 @@ struct ConnectCommand {
         let signals = TerminationSignals()
         let loop = try EventLoop(name: "multipeer-connect")
         defer { loop.shutdown() }
-        let connection: PeerConnection
-        do {
-            connection = try await PeerConnection.connect(
-                to: address, expecting: expected, configuration: options.configuration, loop: loop)
-        } catch {
-            Output.line("failed \(ConnectionOptions.describe(error))")
-            return 1
-        }
-        Output.line("connected \(ConnectionOptions.describe(connection.peer))")
+        guard let connection = await connectAndAnnounce(loop: loop) else { return 1 }
         let printer = Task {
             for await message in connection.messages {
                 Output.line("message \(String(decoding: message, as: UTF8.self))")
@@ -227,6 +219,19 @@ struct ConnectCommand {
 }
 
 extension ConnectCommand {
+    /// Connects and prints `connected ...`, or prints `failed CODE ...` and returns nil.
+    func connectAndAnnounce(loop: EventLoop) async -> PeerConnection? {
+        do {
+            let connection = try await PeerConnection.connect(
+                to: address, expecting: expected, configuration: options.configuration, loop: loop)
+            Output.line("connected \(ConnectionOptions.describe(connection.peer))")
+            return connection
+        } catch {
+            Output.line("failed \(ConnectionOptions.describe(error))")
+            return nil
+        }
+    }
+
     /// `--repeat N`: N connections one after another; each prints its `connected` line, sends the messages and
     /// closes gracefully (`closed after ...`). Stops at the first failure, with status 1.
     func runRepeatedly(_ count: Int) async throws -> Int32 {
@@ -234,15 +239,7 @@ extension ConnectCommand {
         defer { loop.shutdown() }
         for _ in 0..<count {
             let started = ContinuousClock.now
-            let connection: PeerConnection
-            do {
-                connection = try await PeerConnection.connect(
-                    to: address, expecting: expected, configuration: options.configuration, loop: loop)
-            } catch {
-                Output.line("failed \(ConnectionOptions.describe(error))")
-                return 1
-            }
-            Output.line("connected \(ConnectionOptions.describe(connection.peer))")
+            guard let connection = await connectAndAnnounce(loop: loop) else { return 1 }
             for message in messages { try? await connection.send(Array(message.utf8)) }
             let reason = await connection.close(reason: "done")
             Output.line(ConnectionOptions.closedLine(since: started, reason))
