@@ -39,7 +39,8 @@ let package = Package(
         .testTarget(name: "MultipeerIOTests", dependencies: ["MultipeerIO"], swiftSettings: strict),
         .testTarget(
             name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
-        .testTarget(name: "MultipeerTests", dependencies: ["Multipeer", "MultipeerIO", "COpenSSL"], swiftSettings: strict),
+        .testTarget(
+            name: "MultipeerTests", dependencies: ["Multipeer", "MultipeerIO", "COpenSSL"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests", dependencies: ["NetLab", "multipeer", "MulticastDNS"],
             swiftSettings: strict),

@@ -138,6 +138,16 @@ enum TestPeers {
     ) -> ConnectionConfiguration {
         ConnectionConfiguration(identity: identity, encryption: encryption, groupSecret: secret)
     }
+
+    /// A plaintext configuration with small windows (1 MiB for the connection, 512 KiB per stream, 64 KiB
+    /// messages), so tests of what a peer can make this side hold stay small.
+    static func smallWindows(_ identity: PeerIdentity) -> ConnectionConfiguration {
+        var configuration = configuration(identity)
+        configuration.connectionWindow = 1 << 20
+        configuration.streamWindow = 512 << 10
+        configuration.maximumMessageLength = 64 << 10
+        return configuration
+    }
 }
 
 /// A peer that speaks the protocol by hand to an acceptor core (plaintext): it obeys flow control to the letter,

@@ -400,10 +400,7 @@ struct ConnectionCoreTests {
         // but the bytes stayed in the stream's buffer, which the application's PeerStream (or the incomingStreams
         // buffer, up to maximumChannels streams nobody took yet) still holds. A peer filling streams and resetting
         // them made the acceptor hold streamWindow per stream, far beyond its connection window.
-        var configuration = TestPeers.configuration(TestPeers.bob)
-        configuration.connectionWindow = 1 << 20
-        configuration.streamWindow = 512 << 10
-        configuration.maximumMessageLength = 64 << 10
+        let configuration = TestPeers.smallWindows(TestPeers.bob)
         let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: configuration)
         pair.run()
         // What the application holds: every stream the peer opened (as a PeerStream does).
@@ -443,10 +440,7 @@ struct ConnectionCoreTests {
         // application that finished its side of its streams (say, after writing a request) and kept them without
         // reading the peer's answer let the peer fill each with a stream window (4 MiB against a 1 MiB window).
         // Now such a stream lingers, holding its credit, until it is read or dropped.
-        var configuration = TestPeers.configuration(TestPeers.bob)
-        configuration.connectionWindow = 1 << 20
-        configuration.streamWindow = 512 << 10
-        configuration.maximumMessageLength = 64 << 10
+        let configuration = TestPeers.smallWindows(TestPeers.bob)
         let pair = CorePair(dialer: TestPeers.configuration(TestPeers.ada), acceptor: configuration)
         pair.run()
         var held: [(channel: UInt32, inbound: StreamInbound)] = []
@@ -779,6 +773,26 @@ struct ConnectionCoreTests {
         pair.acceptor.receive(offer, now: pair.now)
         _ = pair.acceptor.takeOutput()
         pair.acceptor.receive(try FrameEncoder().encode(.ping(token: 1)), now: pair.now)
+        pair.collect()
+        #expect(try #require(pair.acceptorClosed).code == .protocolViolation)
+    }
+
+    @Test func unknownFramesDuringSetupAreIgnoredAndACodeNonceOutOfPlaceIsRefused() throws {
+        // A newer minor version's frame before the hello is skipped, as PROTOCOL.md says of unknown types.
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        let offer = pair.dialer.takeOutput()
+        pair.acceptor.receive(offer, now: pair.now)
+        pair.acceptor.receive(
+            try FrameEncoder().encode(.unknown(type: FrameType(rawValue: 0x7E), flags: 0, channel: 0, payload: [1])),
+            now: pair.now)
+        pair.dialer.receive(pair.acceptor.takeOutput(), now: pair.now)
+        pair.run()
+        #expect(pair.acceptorPeer != nil && pair.acceptorClosed == nil)
+        // A code nonce is only ever due once, from a TLS dialer before it is established: anywhere else it is a
+        // protocol violation (here, on an established plaintext connection).
+        pair.acceptor.receive(
+            try FrameEncoder().encode(.codeReveal(nonce: [UInt8](repeating: 1, count: 32))), now: pair.now)
         pair.collect()
         #expect(try #require(pair.acceptorClosed).code == .protocolViolation)
     }

@@ -108,6 +108,24 @@ struct FrameDecoderTests {
         #expect(try decoder.next() == .hello(Frame.Hello(minorVersion: 1, displayName: "A", datagramPort: 0x1234)))
     }
 
+    @Test("hello fields: a known tag twice, or with a length its value cannot have, is refused")
+    func helloFieldsAreChecked() {
+        expectFailure(
+            .malformed(type: .hello, reason: "field datagramPort appears twice"),
+            hex("01 01 00 00  00000000  00000011  01 00  00000000  01 41  00  02 02 1234  02 02 5678"))
+        expectFailure(
+            .malformed(type: .hello, reason: "a datagram port has 2 bytes, not 3"),
+            hex("01 01 00 00  00000000  0000000E  01 00  00000000  01 41  00  02 03 123456"))
+        expectFailure(
+            .malformed(type: .hello, reason: "codeNonce has 31 bytes, not 32"),
+            hex("01 01 00 00  00000000  0000002A  01 00  00000000  01 41  00  04 1F") + [UInt8](repeating: 0, count: 31)
+        )
+        // A length byte that runs past the payload.
+        expectFailure(
+            .truncated(type: .hello, needed: 3),
+            hex("01 01 00 00  00000000  0000000D  01 00  00000000  01 41  00  7F 05 AABB"))
+    }
+
     @Test("texts: invalid UTF-8 and more than 256 bytes are refused")
     func texts() {
         expectFailure(

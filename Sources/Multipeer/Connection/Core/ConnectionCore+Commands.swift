@@ -24,12 +24,17 @@ extension ConnectionCore {
     /// The longest message the peer accepts (from its hello).
     var peerMaximumMessageLength: Int { peer?.maximumMessageLength ?? 0 }
 
+    /// Throws unless the peer accepts a message of `length` bytes.
+    private func checkMessageLength(_ length: Int) throws(ConnectionError) {
+        guard length <= peerMaximumMessageLength else {
+            throw .messageTooLarge(length: length, limit: peerMaximumMessageLength)
+        }
+    }
+
     /// Queues a whole message on `channel` (the default message channel when 0).
     func sendMessage(_ bytes: [UInt8], channel: UInt32 = 0) throws(ConnectionError) {
         guard acceptsMessages else { throw notOpen() }
-        guard bytes.count <= peerMaximumMessageLength else {
-            throw .messageTooLarge(length: bytes.count, limit: peerMaximumMessageLength)
-        }
+        try checkMessageLength(bytes.count)
         let channel = channel == 0 ? defaultMessageChannel : channel
         try checkWritable(channel)
         do {
@@ -47,9 +52,7 @@ extension ConnectionCore {
         var total = 0
         for index in messages.indices {
             let count = messages[index].count
-            guard count <= peerMaximumMessageLength else {
-                throw .messageTooLarge(length: count, limit: peerMaximumMessageLength)
-            }
+            try checkMessageLength(count)
             total += count
         }
         try checkWritable(defaultMessageChannel)
