@@ -25,11 +25,16 @@ public final class PeerConnection: Sendable {
     /// datagram path (plaintext, or the peer announced none); see ``sendUnreliable(_:)``.
     public let datagramPayloadLimit: Int?
 
+    /// A secret both ends share (TLS exporter, label `EXPORTER-swift-multipeer session`), so a session proof
+    /// made for this connection is worthless on any other; empty on plaintext.
+    let sessionBinding: [UInt8]
+
     init(
         peer: ConnectedPeer, remoteAddress: SocketAddress, driver: ConnectionDriver, streams: AsyncStream<PeerStream>,
-        datagramPayloadLimit: Int?
+        datagramPayloadLimit: Int?, sessionBinding: [UInt8]
     ) {
         self.datagramPayloadLimit = datagramPayloadLimit
+        self.sessionBinding = sessionBinding
         self.peer = peer
         self.remoteAddress = remoteAddress
         self.driver = driver
@@ -124,7 +129,7 @@ public final class PeerConnection: Sendable {
         return { peer in
             PeerConnection(
                 peer: peer, remoteAddress: remote, driver: driver, streams: streams,
-                datagramPayloadLimit: driver.datagramPayloadLimit)
+                datagramPayloadLimit: driver.datagramPayloadLimit, sessionBinding: driver.core.sessionBinding)
         }
     }
 

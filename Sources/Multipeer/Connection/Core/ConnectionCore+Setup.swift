@@ -141,6 +141,9 @@ extension ConnectionCore {
         try enqueueControl(.hello(hello))
     }
 
+    /// The TLS exporter label of ``sessionBinding``.
+    static let sessionBindingLabel = "EXPORTER-swift-multipeer session"
+
     /// The group-proof binding: the TLS exporter value for the group label (group secrets require TLS).
     private func groupBinding(_ record: any RecordLayer) throws(ConnectionError) -> [UInt8] {
         guard let binding = try record.exportKeyingMaterial(label: GroupSecret.exporterLabel, length: 32) else {
@@ -183,6 +186,7 @@ extension ConnectionCore {
             setup.codeExporterValue =
                 try record.exportKeyingMaterial(
                     label: VerificationCode.exporterLabel, length: VerificationCode.exporterLength) ?? []
+            sessionBinding = try record.exportKeyingMaterial(label: Self.sessionBindingLabel, length: 32) ?? []
         }
         if localDatagramPort != nil, hello.capabilities.contains(.unreliableDatagrams),
             let port = hello.datagramPort, port != 0,

@@ -76,6 +76,10 @@ final class ConnectionCore {
     let expectedPeer: PeerFingerprint?
     var phase: Phase = .preamble
     var peer: ConnectedPeer?
+    /// A value both ends of this connection share and nobody else knows (a TLS exporter value, exported before
+    /// the handshake state is released), so the session layer can bind its proofs to this connection; empty on
+    /// plaintext, where nothing is secret.
+    var sessionBinding: [UInt8] = []
     let makeTLS: (Role) throws(ConnectionError) -> any RecordLayer
     let handshakeDeadline: IOInstant
     /// This side's datagram UDP port, announced in the hello of a TLS connection; nil for none.

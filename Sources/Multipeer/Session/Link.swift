@@ -1,0 +1,125 @@
+internal import MultipeerIO
+internal import Synchronization
+
+/// One connection as the session layer uses it: a single reader of its control messages that hands each, in
+/// order, to the current owner (the network's router, an invitation, then a session), and the link's
+/// identifiers for the duplicate-link rule.
+final class Link: Sendable {
+    /// What the reader hands to the owner.
+    enum Event: Sendable {
+        case message(SessionWire.Message)
+        /// The connection ended (or was refused for a malformed control message), and why.
+        case closed(reason: String)
+    }
+
+    typealias Handler = @Sendable (Link, Event) async -> Void
+
+    let connection: PeerConnection
+    /// The peer as the session layer shows it.
+    let peer: Peer
+    /// Whether this side dialed the connection.
+    let isDialer: Bool
+    private let state: Mutex<State>
+
+    private struct State {
+        var handler: Handler?
+        var started = false
+        var linkID: [UInt8] = []
+        var listenPort: UInt16?
+        var sessionID: [UInt8]?
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    init(connection: PeerConnection, isDialer: Bool, linkID: [UInt8] = []) {
+        self.connection = connection
+        peer = Peer(connection.peer)
+        self.isDialer = isDialer
+        state = Mutex(State(linkID: linkID))
+    }
+
+    var fingerprint: PeerFingerprint { peer.claimedFingerprint }
+
+    /// The identifier the dialer chose for this link (its invitation or join), for the duplicate-link rule.
+    var linkID: [UInt8] {
+        get { state.withLock { $0.linkID } }
+        set { state.withLock { $0.linkID = newValue } }
+    }
+
+    /// The port the peer said it listens on, once its `sessions` message arrived.
+    var listenPort: UInt16? {
+        get { state.withLock { $0.listenPort } }
+        set { state.withLock { $0.listenPort = newValue } }
+    }
+
+    /// The peer's current session identifier, once its `sessions` message arrived.
+    var sessionID: [UInt8]? {
+        get { state.withLock { $0.sessionID } }
+        set { state.withLock { $0.sessionID = newValue } }
+    }
+
+    /// The fingerprint of the side that dialed.
+    func dialerFingerprint(local: PeerFingerprint) -> PeerFingerprint { isDialer ? local : fingerprint }
+
+    /// Hands events to `handler` from now on; starts the reader the first time.
+    func setHandler(_ handler: @escaping Handler) {
+        let start = state.withLock { state -> Bool in
+            state.handler = handler
+            defer { state.started = true }
+            return !state.started
+        }
+        guard start else { return }
+        let connection = connection
+        Task { [self] in
+            for await raw in connection.sessionMessages {
+                let message: SessionWire.Message?
+                do {
+                    message = try SessionWire.decode(raw)
+                } catch {
+                    _ = await connection.close(code: 2, reason: "malformed session message: \(error)")
+                    break
+                }
+                guard let message else { continue }
+                await currentHandler()(self, .message(message))
+            }
+            let error = await connection.closed()
+            await currentHandler()(self, .closed(reason: Link.describe(error)))
+        }
+    }
+
+    private func currentHandler() -> Handler {
+        state.withLock { $0.handler } ?? Link.ignore
+    }
+
+    private static let ignore: Handler = { _, _ in }
+
+    /// Queues a control message; false when the connection is closing or closed.
+    @discardableResult
+    func send(_ message: SessionWire.Message) -> Bool {
+        do {
+            try connection.sendSessionMessage(SessionWire.encode(message))
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Closes gracefully with a reason the peer sees (after what is queued).
+    func close(_ reason: String) {
+        let connection = connection
+        Task { _ = await connection.close(code: 0, reason: reason) }
+    }
+
+    /// The address to tell others for this peer: the address it is connected from, with its listening port.
+    var announcedAddress: SocketAddress? {
+        guard let port = listenPort, port != 0 else { return nil }
+        return SocketAddress(connection.remoteAddress.address, port: port, scopeID: connection.remoteAddress.scopeID)
+    }
+
+    /// A connection's end as a reason a person reads: the peer's own words for a graceful close.
+    static func describe(_ error: ConnectionError) -> String {
+        switch error.code {
+        case .closedByPeer(_, let text): text
+        default: "connection lost: \(error.reason)"
+        }
+    }
+}

@@ -1,0 +1,164 @@
+public import MulticastDNS
+internal import MultipeerIO
+internal import Synchronization
+
+/// A peer a browser found: who, what it advertises, and where.
+public struct DiscoveredPeer: Sendable, Hashable {
+    /// The peer; its identity is `advertised` until a connection proves it.
+    public let peer: Peer
+    /// The application's discovery info from the peer's TXT record.
+    public let discoveryInfo: [String: String]
+    /// The addresses it was seen at, with their interfaces.
+    public let addresses: [DiscoveredAddress]
+    /// The interfaces it was seen on.
+    public let interfaces: [String]
+    /// The port it listens on.
+    public let port: UInt16
+}
+
+/// Finds peers advertising a service type and invites them into sessions.
+///
+/// Events are per identity: one `found` per peer however many instances or interfaces show it, `updated`
+/// when its discovery info, addresses or name change, `lost` when its last instance is gone. This peer's own
+/// advertisement is never reported, nor are instances whose TXT record is not a valid ``PeerAdvertisement``
+/// or that speak another major protocol version (counted in ``ignoredInstances``).
+public final class PeerBrowser: Sendable {
+    /// What a browser reports.
+    public enum Event: Sendable, Hashable {
+        /// A new peer.
+        case found(DiscoveredPeer)
+        /// A peer's discovery info, name or addresses changed.
+        case updated(DiscoveredPeer)
+        /// A peer's last advertisement is gone.
+        case lost(Peer)
+    }
+
+    /// The service type browsed.
+    public let serviceType: ServiceType
+    /// This side's identity (its own advertisement is filtered out).
+    public let identity: PeerIdentity
+    /// The network.
+    public let network: PeerNetwork
+    /// Found, updated and lost events, in order; ends when the browser stops.
+    public let events: AsyncStream<Event>
+    private let browser: ServiceBrowser
+    private let state = Mutex(State())
+
+    private struct State {
+        /// Instance name to the fingerprint and service it advertises.
+        var instances: [String: (PeerFingerprint, DiscoveredService)] = [:]
+        /// What was last reported per peer.
+        var peers: [PeerFingerprint: DiscoveredPeer] = [:]
+        var ignored = 0
+    }
+
+    /// Starts browsing.
+    /// - Parameters:
+    ///   - serviceType: The service type, such as `chat`.
+    ///   - identity: This side's identity.
+    ///   - network: The process's network.
+    /// - Throws: ``SessionError`` with `invalidParameter` for a bad service type, `unavailable` when discovery
+    ///   cannot start.
+    public init(serviceType: String, identity: PeerIdentity, network: PeerNetwork) async throws(SessionError) {
+        do {
+            self.serviceType = try ServiceType(serviceType)
+        } catch {
+            throw SessionError(.invalidParameter, "service type '\(serviceType)': \(error)")
+        }
+        self.identity = identity
+        self.network = network
+        let stack = try await network.discovery()
+        browser = stack.browse(self.serviceType)
+        let (events, sink) = AsyncStream<Event>.makeStream(
+            bufferingPolicy: .bufferingOldest(stack.configuration.eventBufferLimit))
+        self.events = events
+        let source = browser.events
+        Task { [weak self] in
+            for await event in source {
+                guard let self else { break }
+                for out in self.handle(event) { sink.yield(out) }
+            }
+            sink.finish()
+        }
+    }
+
+    /// Instances ignored: not a valid peer advertisement, or another major protocol version.
+    public var ignoredInstances: Int { state.withLock { $0.ignored } }
+
+    /// The peers found and not lost.
+    public var peers: [DiscoveredPeer] {
+        state.withLock { Array($0.peers.values) }.sorted { $0.peer.displayName < $1.peer.displayName }
+    }
+
+    /// Stops browsing; ``events`` ends.
+    public func stop() { browser.stop() }
+
+    /// Invites a found peer into a session and returns how it ended; the session reports the same as the
+    /// peer's state (`connecting`, then `connected` or `notConnected` with the outcome as reason).
+    ///
+    /// - Parameters:
+    ///   - peer: A peer this browser found (equal by fingerprint).
+    ///   - session: The session to invite it into.
+    ///   - context: Data the invitee's application sees (at most ``Invitation/maximumContextLength`` bytes).
+    ///   - timeout: How long to wait for the answer, dialing included; zero or less means 30 s, as in Apple's API.
+    /// - Returns: accepted, declined (with the reason), timed out, unreachable (every attempt's error), or
+    ///   refused (security, limits, a full session).
+    public func invite(
+        _ peer: Peer, into session: Session, context: [UInt8] = [], timeout: Duration = .seconds(30)
+    ) async -> InvitationOutcome {
+        guard let found = state.withLock({ $0.peers[peer.claimedFingerprint] }) else {
+            return .unreachable(
+                ConnectionError(
+                    code: .unreachable, reason: "\(peer.displayName) is not (or no longer) found by this browser"))
+        }
+        let addresses = PeerConnection.socketAddresses(found.addresses, port: found.port)
+        return await session.invite(
+            found.peer, addresses: addresses, serviceType: serviceType.description, context: context, timeout: timeout)
+    }
+
+    private func handle(_ event: ServiceBrowserEvent) -> [Event] {
+        let service = event.service
+        return state.withLock { state -> [Event] in
+            var touched: Set<PeerFingerprint> = []
+            if let (old, _) = state.instances.removeValue(forKey: service.name) { touched.insert(old) }
+            if case .lost = event {
+            } else if let advertisement = try? PeerAdvertisement(parsing: service.txt),
+                advertisement.protocolVersion.major == PeerAdvertisement.ProtocolVersion.current.major
+            {
+                if advertisement.fingerprint != identity.fingerprint {
+                    state.instances[service.name] = (advertisement.fingerprint, service)
+                    touched.insert(advertisement.fingerprint)
+                }
+            } else if case .found = event {
+                state.ignored += 1
+            }
+            var out: [Event] = []
+            for fp in touched {
+                let current = state.instances.values.filter { $0.0 == fp }.map(\.1).sorted { $0.name < $1.name }
+                guard let primary = current.first, let advertisement = try? PeerAdvertisement(parsing: primary.txt)
+                else {
+                    if let gone = state.peers.removeValue(forKey: fp) { out.append(.lost(gone.peer)) }
+                    continue
+                }
+                var addresses: [DiscoveredAddress] = []
+                var interfaces: [String] = []
+                for service in current where service.port == primary.port {
+                    for address in service.addresses where !addresses.contains(address) { addresses.append(address) }
+                    for name in service.interfaces where !interfaces.contains(name) { interfaces.append(name) }
+                }
+                let discovered = DiscoveredPeer(
+                    peer: Peer(identity: .advertised(fp), displayName: advertisement.displayName),
+                    discoveryInfo: advertisement.discoveryInfo, addresses: addresses.sorted(),
+                    interfaces: interfaces.sorted(),
+                    port: primary.port)
+                let previous = state.peers.updateValue(discovered, forKey: fp)
+                if previous == nil {
+                    out.append(.found(discovered))
+                } else if previous != discovered || previous?.peer.displayName != discovered.peer.displayName {
+                    out.append(.updated(discovered))
+                }
+            }
+            return out
+        }
+    }
+}

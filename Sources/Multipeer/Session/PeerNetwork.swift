@@ -1,0 +1,261 @@
+public import MulticastDNS
+public import MultipeerIO
+
+/// What one process shares between its advertisers, browsers and sessions: an event loop, one multicast DNS
+/// stack, and one listener per identity and security setting (TLS presents one certificate per listener),
+/// which routes each incoming connection by its first control message: an invitation to the advertiser of
+/// its service type, a join to the session whose secret it proves.
+///
+/// Make one per process (or per set of interfaces) and pass it to ``PeerAdvertiser``, ``PeerBrowser`` and
+/// ``Session``. Tests and tools pin it to loopback with ``Configuration/loopback``.
+public actor PeerNetwork {
+    /// Where the network listens and discovers.
+    public struct Configuration: Sendable {
+        /// The interfaces multicast DNS uses.
+        public var discovery = DiscoveryConfiguration()
+        /// The addresses the listener binds, all on one port (the first picks it): IPv4 and IPv6 any by default.
+        public var listenAddresses: [IPAddress] = [.v4(IPv4Address(0, 0, 0, 0)), .v6(IPv6Address("::")!)]
+        /// The port to listen on; 0 lets the system choose.
+        public var listenPort: UInt16 = 0
+        /// Adjusts the connection settings the network's sessions and advertisers use (timeouts, windows,
+        /// limits); identity, encryption and group secret are set from the session or advertiser.
+        public var tuneConnections: @Sendable (inout ConnectionConfiguration) -> Void = { _ in }
+
+        /// All interfaces.
+        public init() {}
+
+        /// Loopback only: discovery on `lo`, the listener on 127.0.0.1.
+        public static var loopback: Configuration {
+            var configuration = Configuration()
+            configuration.discovery.interfaces = .loopbackOnly
+            configuration.discovery.useIPv6 = false
+            configuration.listenAddresses = [.v4(IPv4Address(127, 0, 0, 1))]
+            return configuration
+        }
+    }
+
+    /// The event loop every connection of this network lives on.
+    public nonisolated let loop: EventLoop
+    /// The configuration.
+    public nonisolated let configuration: Configuration
+    private let ownsLoop: Bool
+    private var stack: MulticastDNSStack?
+    private var listeners: [ListenerKey: ListenerEntry] = [:]
+    private var advertisers: [AdvertiserKey: PeerAdvertiser] = [:]
+    private var sessions: [ObjectIdentifier: Session] = [:]
+    private var outgoing: [PeerFingerprint: Int] = [:]
+    private var outgoingWaiters: [PeerFingerprint: [CheckedContinuation<Void, Never>]] = [:]
+    private var isShutDown = false
+
+    struct ListenerKey: Hashable {
+        var fingerprint: PeerFingerprint
+        var encryption: EncryptionPreference
+        var groupSecret: GroupSecret?
+
+        init(_ configuration: ConnectionConfiguration) {
+            fingerprint = configuration.identity.fingerprint
+            encryption = configuration.encryption
+            groupSecret = configuration.groupSecret
+        }
+    }
+
+    struct AdvertiserKey: Hashable {
+        var listener: ListenerKey
+        var serviceType: String
+    }
+
+    struct ListenerEntry {
+        var listeners: [PeerListener]
+        var port: UInt16
+    }
+
+    /// Creates a network with its own event loop.
+    /// - Parameters:
+    ///   - configuration: Interfaces and listening addresses.
+    ///   - loop: An event loop to use instead of a new one.
+    /// - Throws: ``SessionError`` with code `unavailable` when the event loop cannot start.
+    public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) throws(SessionError) {
+        self.configuration = configuration
+        if let loop {
+            self.loop = loop
+            ownsLoop = false
+        } else {
+            do {
+                self.loop = try EventLoop(name: "multipeer-session")
+            } catch {
+                throw SessionError(.unavailable, "cannot start the network's event loop: \(error)")
+            }
+            ownsLoop = true
+        }
+    }
+
+    /// The connection settings for an identity and security choice, with the network's tuning applied.
+    nonisolated func connectionConfiguration(
+        identity: PeerIdentity, encryption: EncryptionPreference, groupSecret: GroupSecret?
+    ) -> ConnectionConfiguration {
+        var connection = ConnectionConfiguration(identity: identity, encryption: encryption, groupSecret: groupSecret)
+        configuration.tuneConnections(&connection)
+        connection.identity = identity
+        connection.encryption = encryption
+        connection.groupSecret = groupSecret
+        return connection
+    }
+
+    /// The multicast DNS stack, started on first use.
+    func discovery() async throws(SessionError) -> MulticastDNSStack {
+        guard !isShutDown else { throw SessionError(.cancelled, "the network was shut down") }
+        if let stack { return stack }
+        do {
+            let made = try await MulticastDNSStack(configuration: configuration.discovery, loop: loop)
+            if let stack {
+                await made.shutdown()
+                return stack
+            }
+            stack = made
+            return made
+        } catch {
+            throw SessionError(.unavailable, "multicast DNS cannot start: \(error.reason)")
+        }
+    }
+
+    /// The port of the listener for these settings, started on first use.
+    func listenPort(for connection: ConnectionConfiguration) async throws(SessionError) -> UInt16 {
+        guard !isShutDown else { throw SessionError(.cancelled, "the network was shut down") }
+        let key = ListenerKey(connection)
+        if let entry = listeners[key] { return entry.port }
+        var made: [PeerListener] = []
+        var port = configuration.listenPort
+        var firstError: ConnectionError?
+        for address in configuration.listenAddresses {
+            do {
+                let listener = try await PeerListener(
+                    configuration: connection, address: SocketAddress(address, port: port), loop: loop)
+                if port == 0 { port = listener.localAddress.port }
+                made.append(listener)
+            } catch {
+                firstError = firstError ?? error
+            }
+        }
+        if let entry = listeners[key] {
+            for listener in made { listener.close() }
+            return entry.port
+        }
+        guard !made.isEmpty else {
+            throw SessionError(
+                .unavailable, "cannot listen: \(firstError?.reason ?? "no listening address configured")",
+                connectionError: firstError)
+        }
+        listeners[key] = ListenerEntry(listeners: made, port: port)
+        for listener in made {
+            Task { [weak self] in
+                for await connection in listener.connections {
+                    guard let self else {
+                        connection.abort()
+                        continue
+                    }
+                    await self.accept(connection, key: key)
+                }
+            }
+        }
+        return port
+    }
+
+    /// The time an incoming connection has to say what it wants (an invitation or a join).
+    static let firstMessageTimeout: Duration = .seconds(10)
+
+    private func accept(_ connection: PeerConnection, key: ListenerKey) {
+        let link = Link(connection: connection, isDialer: false)
+        let timer = SessionTimer(after: Self.firstMessageTimeout, on: loop) {
+            link.close("no invitation or join within \(PeerNetwork.firstMessageTimeout)")
+        }
+        link.setHandler { [weak self] link, event in
+            timer.cancel()
+            guard let self else { return link.close("the network was shut down") }
+            await self.route(link, event, key: key)
+        }
+    }
+
+    /// Hands an incoming link to whoever its first message is for.
+    private func route(_ link: Link, _ event: Link.Event, key: ListenerKey) async {
+        guard case .message(let message) = event else { return }
+        switch message {
+        case .invite(let id, let timeout, let serviceType, let context):
+            link.linkID = id
+            guard let advertiser = advertisers[AdvertiserKey(listener: key, serviceType: serviceType)] else {
+                link.send(.inviteAnswer(id: id, answer: .refused, reason: "nobody here advertises \(serviceType)"))
+                return link.close("no advertiser for \(serviceType)")
+            }
+            await advertiser.receive(link, id: id, timeoutMilliseconds: timeout, context: context)
+        case .join(let linkID, let sessionID, let proof):
+            link.linkID = linkID
+            for session in sessions.values where await session.knowsSession(sessionID) {
+                return await session.acceptJoin(link, sessionID: sessionID, proof: proof)
+            }
+            link.send(.joinAnswer(accepted: false, reason: "no session here knows the session you name"))
+            link.close("unknown session")
+        default:
+            link.close("the first control message must be an invitation or a join")
+        }
+    }
+
+    // MARK: Registration
+
+    func register(_ advertiser: PeerAdvertiser, key: AdvertiserKey) throws(SessionError) {
+        guard advertisers[key] == nil else {
+            throw SessionError(
+                .invalidParameter, "this network already has an advertiser for \(key.serviceType) with that identity")
+        }
+        advertisers[key] = advertiser
+    }
+
+    func unregister(advertiserKey key: AdvertiserKey, _ advertiser: PeerAdvertiser) {
+        if advertisers[key] === advertiser { advertisers[key] = nil }
+    }
+
+    func register(_ session: Session) { sessions[ObjectIdentifier(session)] = session }
+
+    func unregister(_ session: Session) { sessions[ObjectIdentifier(session)] = nil }
+
+    /// Whether any session of this network has the peer as a member.
+    func isMember(_ fingerprint: PeerFingerprint) async -> Bool {
+        for session in sessions.values where await session.hasMember(fingerprint) { return true }
+        return false
+    }
+
+    // MARK: Crossing invitations
+
+    /// An invitation from this process to the peer has started.
+    func beginOutgoing(to fingerprint: PeerFingerprint) { outgoing[fingerprint, default: 0] += 1 }
+
+    /// An invitation from this process to the peer has ended; held incoming invitations from it resume.
+    func endOutgoing(to fingerprint: PeerFingerprint) {
+        let left = (outgoing[fingerprint] ?? 1) - 1
+        outgoing[fingerprint] = left > 0 ? left : nil
+        guard left <= 0 else { return }
+        for waiter in outgoingWaiters.removeValue(forKey: fingerprint) ?? [] { waiter.resume() }
+    }
+
+    /// Whether this process is inviting the peer right now.
+    func isInviting(_ fingerprint: PeerFingerprint) -> Bool { outgoing[fingerprint] != nil }
+
+    /// Waits until no invitation from this process to the peer is under way.
+    func waitForOutgoing(to fingerprint: PeerFingerprint) async {
+        guard outgoing[fingerprint] != nil else { return }
+        await withCheckedContinuation { outgoingWaiters[fingerprint, default: []].append($0) }
+    }
+
+    /// Stops discovery and the listeners; sessions and advertisers of this network stop working. Idempotent.
+    public func shutdown() async {
+        guard !isShutDown else { return }
+        isShutDown = true
+        for entry in listeners.values { for listener in entry.listeners { listener.close() } }
+        listeners = [:]
+        for session in sessions.values { await session.disconnect() }
+        for advertiser in advertisers.values { await advertiser.stop() }
+        if let stack { await stack.shutdown() }
+        stack = nil
+        for waiters in outgoingWaiters.values { for waiter in waiters { waiter.resume() } }
+        outgoingWaiters = [:]
+        if ownsLoop { loop.shutdown() }
+    }
+}

@@ -1,0 +1,326 @@
+internal import MultipeerIO
+
+/// The session layer's control messages, carried in the connection's `session` frames (``SessionMessage``):
+/// invitations and their answers, joins through an introduction, the members and session secrets a link
+/// shares, departures and delivery receipts. Every field is bounded here, before anything is kept; a body that
+/// breaks a bound or ends early is refused as a whole (``SessionWireError``). The layout of each is in
+/// `docs/PROTOCOL.md`, section 6.
+enum SessionWire {
+    /// The message kinds, as numbered on the wire.
+    enum Kind: UInt16, CaseIterable {
+        case invite = 1
+        case inviteAnswer = 2
+        case inviteCancel = 3
+        case join = 4
+        case joinAnswer = 5
+        case sessions = 6
+        case members = 7
+        case leave = 8
+        case delivered = 9
+    }
+
+    /// The answer an invitee gives.
+    enum Answer: UInt8, Hashable, Sendable {
+        /// The invitee accepted; this connection is now the session's link between the two.
+        case accepted = 0
+        /// The invitee's application declined, with its reason.
+        case declined = 1
+        /// Nobody answered before the inviter's deadline.
+        case timedOut = 2
+        /// The invitee refused without asking its application (limits, security, a full session), with why.
+        case refused = 3
+        /// The two are already linked (a crossing invitation or an introduction won): accepted, and this
+        /// connection is closed.
+        case alreadyConnected = 4
+    }
+
+    /// Limits on what a peer can make us hold.
+    enum Limits {
+        /// The longest invitation context: 8 KiB, half a session message.
+        static let context = 8_192
+        /// The longest reason or service type text.
+        static let text = 512
+        /// The most members one `members` message lists.
+        static let membersPerMessage = 48
+        /// The most addresses listed for one member.
+        static let addressesPerMember = 4
+        /// The most session secrets one side remembers and one `sessions` message lists.
+        static let sessions = 64
+    }
+
+    /// A member as one side tells another about it, so the other can dial it and prove membership.
+    struct Member: Hashable, Sendable {
+        var fingerprint: PeerFingerprint
+        var displayName: String
+        /// The session identifier whose secret the member knows for sure (its own current one).
+        var sessionID: [UInt8]
+        /// Where the member listens, as the teller sees it.
+        var addresses: [SocketAddress]
+    }
+
+    /// A decoded control message.
+    enum Message: Hashable, Sendable {
+        /// An invitation: its identifier (also the link's), how long the inviter waits, the service type it
+        /// found the invitee under, and the application's context data.
+        case invite(id: [UInt8], timeoutMilliseconds: UInt32, serviceType: String, context: [UInt8])
+        case inviteAnswer(id: [UInt8], answer: Answer, reason: String)
+        case inviteCancel(id: [UInt8], reason: String)
+        /// A member dialing a member it was introduced to: the link identifier, the session whose secret it
+        /// proves, and `HMAC-SHA256(secret, "join" || binding || linkID)`.
+        case join(linkID: [UInt8], sessionID: [UInt8], proof: [UInt8])
+        case joinAnswer(accepted: Bool, reason: String)
+        /// The sender's listening port, its current session, and every session secret it knows.
+        case sessions(listenPort: UInt16, current: [UInt8], secrets: [[UInt8]: [UInt8]])
+        case members([Member])
+        case leave(reason: String)
+        case delivered(messageID: UInt64)
+    }
+
+    static let idLength = 16
+    static let secretLength = 32
+    static let proofLength = 32
+
+    // MARK: Encoding
+
+    static func encode(_ message: Message) -> SessionMessage {
+        var w = Writer()
+        let kind: Kind
+        switch message {
+        case .invite(let id, let timeout, let serviceType, let context):
+            kind = .invite
+            w.fixed(id)
+            w.u32(timeout)
+            w.text(serviceType)
+            w.bytes(context)
+        case .inviteAnswer(let id, let answer, let reason):
+            kind = .inviteAnswer
+            w.fixed(id)
+            w.u8(answer.rawValue)
+            w.text(reason)
+        case .inviteCancel(let id, let reason):
+            kind = .inviteCancel
+            w.fixed(id)
+            w.text(reason)
+        case .join(let linkID, let sessionID, let proof):
+            kind = .join
+            w.fixed(linkID)
+            w.fixed(sessionID)
+            w.fixed(proof)
+        case .joinAnswer(let accepted, let reason):
+            kind = .joinAnswer
+            w.u8(accepted ? 1 : 0)
+            w.text(reason)
+        case .sessions(let port, let current, let secrets):
+            kind = .sessions
+            w.u16(port)
+            w.fixed(current)
+            w.u8(UInt8(secrets.count))
+            for (id, secret) in secrets.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+                w.fixed(id)
+                w.fixed(secret)
+            }
+        case .members(let members):
+            kind = .members
+            w.u8(UInt8(members.count))
+            for member in members {
+                w.fixed(member.fingerprint.bytes)
+                w.text(member.displayName)
+                w.fixed(member.sessionID)
+                w.u8(UInt8(member.addresses.count))
+                for address in member.addresses { w.address(address) }
+            }
+        case .leave(let reason):
+            kind = .leave
+            w.text(reason)
+        case .delivered(let id):
+            kind = .delivered
+            w.u64(id)
+        }
+        return SessionMessage(kind: kind.rawValue, isCritical: true, body: w.bytes)
+    }
+
+    // MARK: Decoding
+
+    /// Decodes a control message, or nil for a kind this version does not know and the sender marked as safe
+    /// to ignore.
+    /// - Throws: ``SessionWireError`` for an unknown critical kind or a body that breaks the layout or a bound.
+    static func decode(_ message: SessionMessage) throws(SessionWireError) -> Message? {
+        guard let kind = Kind(rawValue: message.kind) else {
+            if message.isCritical { throw SessionWireError("unknown critical session message kind \(message.kind)") }
+            return nil
+        }
+        var r = Reader(message.body, kind: kind)
+        let decoded: Message
+        switch kind {
+        case .invite:
+            decoded = .invite(
+                id: try r.fixed(idLength, "invitation id"), timeoutMilliseconds: try r.u32("timeout"),
+                serviceType: try r.text("service type"), context: try r.bytes("context", limit: Limits.context))
+        case .inviteAnswer:
+            let id = try r.fixed(idLength, "invitation id")
+            let raw = try r.u8("answer")
+            guard let answer = Answer(rawValue: raw) else { throw r.error("unknown answer \(raw)") }
+            decoded = .inviteAnswer(id: id, answer: answer, reason: try r.text("reason"))
+        case .inviteCancel:
+            decoded = .inviteCancel(id: try r.fixed(idLength, "invitation id"), reason: try r.text("reason"))
+        case .join:
+            decoded = .join(
+                linkID: try r.fixed(idLength, "link id"), sessionID: try r.fixed(idLength, "session id"),
+                proof: try r.fixed(proofLength, "proof"))
+        case .joinAnswer:
+            let accepted = try r.u8("accepted")
+            guard accepted <= 1 else { throw r.error("accepted flag \(accepted)") }
+            decoded = .joinAnswer(accepted: accepted == 1, reason: try r.text("reason"))
+        case .sessions:
+            let port = try r.u16("listen port")
+            let current = try r.fixed(idLength, "current session id")
+            let count = Int(try r.u8("session count"))
+            guard count <= Limits.sessions else { throw r.error("\(count) sessions, more than \(Limits.sessions)") }
+            var secrets: [[UInt8]: [UInt8]] = [:]
+            for _ in 0..<count {
+                let id = try r.fixed(idLength, "session id")
+                let secret = try r.fixed(secretLength, "session secret")
+                guard secrets.updateValue(secret, forKey: id) == nil else { throw r.error("a session listed twice") }
+            }
+            decoded = .sessions(listenPort: port, current: current, secrets: secrets)
+        case .members:
+            let count = Int(try r.u8("member count"))
+            guard count <= Limits.membersPerMessage else {
+                throw r.error("\(count) members, more than \(Limits.membersPerMessage)")
+            }
+            var members: [Member] = []
+            for _ in 0..<count {
+                guard let fingerprint = PeerFingerprint(bytes: try r.fixed(PeerFingerprint.byteCount, "fingerprint"))
+                else { throw r.error("bad fingerprint") }
+                let name = try r.text("display name")
+                guard (try? DisplayName.validate(name)) != nil else { throw r.error("a display name breaks the rules") }
+                let sessionID = try r.fixed(idLength, "member session id")
+                let addressCount = Int(try r.u8("address count"))
+                guard addressCount <= Limits.addressesPerMember else {
+                    throw r.error("\(addressCount) addresses, more than \(Limits.addressesPerMember)")
+                }
+                var addresses: [SocketAddress] = []
+                for _ in 0..<addressCount { addresses.append(try r.address()) }
+                members.append(
+                    Member(fingerprint: fingerprint, displayName: name, sessionID: sessionID, addresses: addresses))
+            }
+            decoded = .members(members)
+        case .leave:
+            decoded = .leave(reason: try r.text("reason"))
+        case .delivered:
+            decoded = .delivered(messageID: try r.u64("message id"))
+        }
+        guard r.isAtEnd else { throw r.error("\(r.remaining) bytes after the last field") }
+        return decoded
+    }
+
+    // MARK: Proofs
+
+    /// The proof a joining member sends: `HMAC-SHA256(secret, "swift-multipeer join" || binding || linkID)`.
+    static func joinProof(secret: [UInt8], binding: [UInt8], linkID: [UInt8]) -> [UInt8] {
+        HMACSHA256.mac(key: secret, message: Array("swift-multipeer join".utf8) + binding + linkID)
+    }
+
+    // MARK: Writer and reader
+
+    struct Writer {
+        var bytes: [UInt8] = []
+        mutating func u8(_ v: UInt8) { bytes.append(v) }
+        mutating func u16(_ v: UInt16) { bytes += [UInt8(v >> 8), UInt8(truncatingIfNeeded: v)] }
+        mutating func u32(_ v: UInt32) {
+            for shift in stride(from: 24, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: v >> UInt32(shift)))
+            }
+        }
+        mutating func u64(_ v: UInt64) {
+            for shift in stride(from: 56, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: v >> UInt64(shift)))
+            }
+        }
+        mutating func fixed(_ v: [UInt8]) { bytes += v }
+        mutating func bytes(_ v: [UInt8]) {
+            u16(UInt16(truncatingIfNeeded: v.count))
+            bytes += v
+        }
+        /// Text, cut at the UTF-8 boundary that keeps it within the limit.
+        mutating func text(_ v: String) {
+            var utf8 = Array(v.utf8)
+            if utf8.count > Limits.text {
+                utf8 = Array(utf8.prefix(Limits.text))
+                while let last = utf8.last, last & 0xC0 == 0x80 { utf8.removeLast() }
+                if let last = utf8.last, last >= 0xC0 { utf8.removeLast() }
+            }
+            bytes(utf8)
+        }
+        mutating func address(_ a: SocketAddress) {
+            switch a.address {
+            case .v4(let v4):
+                u8(4)
+                fixed(v4.byteArray)
+            case .v6(let v6):
+                u8(6)
+                fixed(v6.byteArray)
+            }
+            u16(a.port)
+        }
+    }
+
+    struct Reader {
+        let data: [UInt8]
+        let kind: Kind
+        var offset = 0
+
+        init(_ data: [UInt8], kind: Kind) {
+            self.data = data
+            self.kind = kind
+        }
+
+        var isAtEnd: Bool { offset == data.count }
+        var remaining: Int { data.count - offset }
+
+        func error(_ what: String) -> SessionWireError { SessionWireError("session message \(kind): \(what)") }
+
+        mutating func take(_ n: Int, _ field: String) throws(SessionWireError) -> ArraySlice<UInt8> {
+            guard remaining >= n else { throw error("\(field) runs past the end of the body") }
+            defer { offset += n }
+            return data[offset..<offset + n]
+        }
+        mutating func u8(_ field: String) throws(SessionWireError) -> UInt8 { try take(1, field).first! }
+        mutating func u16(_ field: String) throws(SessionWireError) -> UInt16 {
+            try take(2, field).reduce(0) { $0 << 8 | UInt16($1) }
+        }
+        mutating func u32(_ field: String) throws(SessionWireError) -> UInt32 {
+            try take(4, field).reduce(0) { $0 << 8 | UInt32($1) }
+        }
+        mutating func u64(_ field: String) throws(SessionWireError) -> UInt64 {
+            try take(8, field).reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        mutating func fixed(_ n: Int, _ field: String) throws(SessionWireError) -> [UInt8] { Array(try take(n, field)) }
+        mutating func bytes(_ field: String, limit: Int) throws(SessionWireError) -> [UInt8] {
+            let length = Int(try u16("\(field) length"))
+            guard length <= limit else { throw error("\(field) of \(length) bytes, more than \(limit)") }
+            return Array(try take(length, field))
+        }
+        mutating func text(_ field: String) throws(SessionWireError) -> String {
+            let utf8 = try bytes(field, limit: Limits.text)
+            guard let text = String(validating: utf8, as: UTF8.self) else { throw error("\(field) is not UTF-8") }
+            return text
+        }
+        mutating func address() throws(SessionWireError) -> SocketAddress {
+            let family = try u8("address family")
+            let ip: IPAddress
+            switch family {
+            case 4: ip = .v4(IPv4Address(bytes: try fixed(4, "IPv4 address"))!)
+            case 6: ip = .v6(IPv6Address(bytes: try fixed(16, "IPv6 address"))!)
+            default: throw error("address family \(family)")
+            }
+            return SocketAddress(ip, port: try u16("port"))
+        }
+    }
+}
+
+/// A session control message that breaks the layout or a bound; the connection it came on is closed.
+struct SessionWireError: Error, Hashable, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

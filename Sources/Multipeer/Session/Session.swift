@@ -1,0 +1,727 @@
+internal import MultipeerIO
+internal import Synchronization
+
+/// A group of peers that all talk to each other: Apple's `MCSession`, as a full mesh with reasons.
+///
+/// Peers join by invitation (``PeerBrowser/invite(_:into:context:timeout:)`` and
+/// ``Invitation/accept(into:)``); when one joins a session that has members, the members are introduced and
+/// connect to it directly (the lower identity dials), proving membership with a secret of the session bound
+/// to each connection. ``events`` reports every peer's state with a reason; ``messages`` delivers what
+/// members send, holding the senders back when the application reads slowly.
+public actor Session {
+    /// This side's identity.
+    public nonisolated let identity: PeerIdentity
+    /// This side as a peer.
+    public nonisolated let localPeer: Peer
+    /// The settings.
+    public nonisolated let configuration: SessionConfiguration
+    /// The network the session uses.
+    public nonisolated let network: PeerNetwork
+    /// Peer state changes and incoming streams, in order; ends when the session disconnects. At most
+    /// ``SessionConfiguration/eventBufferLimit`` wait unread; later ones are dropped and counted in
+    /// ``droppedEvents``.
+    public nonisolated let events: AsyncStream<SessionEvent>
+
+    nonisolated let connection: ConnectionConfiguration
+    private nonisolated let eventSink: AsyncStream<SessionEvent>.Continuation
+    private nonisolated let inbox: SessionInbox
+    private nonisolated let dropped = DropCounter()
+    private let listenPort: UInt16
+    private var currentID: [UInt8]
+    private var secrets: [[UInt8]: [UInt8]]
+    private var members: [PeerFingerprint: Link] = [:]
+    private var joining: Set<PeerFingerprint> = []
+    private var inviting: [PeerFingerprint: Int] = [:]
+    private var known: [PeerFingerprint: SessionWire.Member] = [:]
+    private var states: [PeerFingerprint: PeerState] = [:]
+    private var answers: [[UInt8]: CheckedContinuation<InvitationOutcome, Never>] = [:]
+    private var ackWaiters: [UInt64: (PeerFingerprint, CheckedContinuation<SessionError?, Never>)] = [:]
+    private var ackResults: [UInt64: SessionError?] = [:]
+    private var nextMessageID: UInt64 = 1
+    private var isDisconnected = false
+
+    /// Creates a session and starts the network's listener for its identity and security settings.
+    /// - Parameters:
+    ///   - identity: This side's identity.
+    ///   - configuration: Security and limits.
+    ///   - network: The process's network.
+    /// - Throws: ``SessionError`` with `invalidParameter` for a configuration that breaks a rule, or
+    ///   `unavailable` when the listener cannot start.
+    public init(
+        identity: PeerIdentity, configuration: SessionConfiguration = SessionConfiguration(), network: PeerNetwork
+    ) async throws(SessionError) {
+        try configuration.validate()
+        self.identity = identity
+        localPeer = Peer(identity: .proven(identity.fingerprint), displayName: identity.displayName)
+        self.configuration = configuration
+        self.network = network
+        connection = network.connectionConfiguration(
+            identity: identity, encryption: configuration.encryption, groupSecret: configuration.groupSecret)
+        (events, eventSink) = AsyncStream<SessionEvent>.makeStream(
+            bufferingPolicy: .bufferingOldest(configuration.eventBufferLimit))
+        inbox = SessionInbox(
+            messageLimit: configuration.receiveBufferMessages, byteLimit: configuration.receiveBufferBytes)
+        currentID = SecureRandom.bytes(SessionWire.idLength)
+        secrets = [currentID: SecureRandom.bytes(SessionWire.secretLength)]
+        listenPort = try await network.listenPort(for: connection)
+        await network.register(self)
+    }
+
+    /// The members connected now.
+    public var connectedPeers: [Peer] { members.values.map(\.peer).sorted { $0.displayName < $1.displayName } }
+
+    /// Events dropped because the application did not read ``events``.
+    public nonisolated var droppedEvents: Int { dropped.value }
+
+    /// The messages members send, in each sender's order; ends when the session disconnects. One reader.
+    public nonisolated var messages: Messages { Messages(inbox: inbox) }
+
+    /// The received messages as an `AsyncSequence`.
+    public struct Messages: AsyncSequence, Sendable {
+        let inbox: SessionInbox
+
+        /// Makes the iterator.
+        public func makeAsyncIterator() -> Iterator { Iterator(inbox: inbox) }
+
+        /// Takes messages from the session.
+        public struct Iterator: AsyncIteratorProtocol {
+            let inbox: SessionInbox
+
+            /// The next message, or nil once the session disconnected and every message was read.
+            public mutating func next() async -> ReceivedMessage? {
+                guard let entry = await inbox.next() else { return nil }
+                entry.onTaken?()
+                return entry.message
+            }
+        }
+    }
+
+    // MARK: Sending
+
+    /// Sends a message to each of `peers`.
+    ///
+    /// `.reliable` messages arrive exactly once and in order on each link, or the link's end is reported;
+    /// the call waits while a link's send buffer is full. `.unreliable` ones are dropped rather than queued.
+    /// - Returns: For every peer, `enqueued` or why not (`notConnected` for a peer that is not a member,
+    ///   `invalidParameter` for a message longer than the peer accepts).
+    public func send(_ data: [UInt8], to peers: [Peer], mode: SendMode = .reliable) async -> [Peer: SendResult] {
+        var results: [Peer: SendResult] = [:]
+        let framed = [MessageTag.plain] + data
+        for peer in peers {
+            guard let link = members[peer.claimedFingerprint] else {
+                results[peer] = .failed(notConnected(peer))
+                continue
+            }
+            do {
+                switch mode {
+                case .reliable: try await link.connection.send(framed)
+                case .unreliable: try await link.connection.sendUnreliable(framed)
+                }
+                results[peer] = .enqueued
+            } catch {
+                results[peer] = .failed(Self.sendError(error, peer: link.peer))
+            }
+        }
+        return results
+    }
+
+    /// Sends a message reliably and returns once the peer's application has taken it from its
+    /// ``messages``.
+    /// - Throws: ``SessionError``: `notConnected` when the peer is not a member or its link ends before the
+    ///   receipt arrives (the message may or may not have been read), `invalidParameter` when it is too long.
+    public func sendAcknowledged(_ data: [UInt8], to peer: Peer) async throws(SessionError) {
+        guard let link = members[peer.claimedFingerprint] else { throw notConnected(peer) }
+        let id = nextMessageID
+        nextMessageID += 1
+        var framed = [MessageTag.acknowledged]
+        for shift in stride(from: 56, through: 0, by: -8) {
+            framed.append(UInt8(truncatingIfNeeded: id >> UInt64(shift)))
+        }
+        framed += data
+        do {
+            try await link.connection.send(framed)
+        } catch {
+            throw Self.sendError(error, peer: link.peer)
+        }
+        let failure: SessionError?
+        if let early = ackResults.removeValue(forKey: id) {
+            failure = early
+        } else if members[peer.claimedFingerprint] !== link {
+            failure = SessionError(.notConnected, "\(peer.displayName) left before the message was delivered")
+        } else {
+            failure = await withCheckedContinuation { ackWaiters[id] = (peer.claimedFingerprint, $0) }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Opens a byte stream to a member; the writer waits while the reader is slow.
+    /// - Throws: ``SessionError`` with `notConnected` for a peer that is not a member or a link that ends,
+    ///   `unavailable` when the link has no free channel.
+    public func openStream(named name: String, to peer: Peer) async throws(SessionError) -> PeerStream {
+        guard let link = members[peer.claimedFingerprint] else { throw notConnected(peer) }
+        do {
+            return try await link.connection.openStream(name: name)
+        } catch {
+            throw SessionError(
+                error.code == .resourceLimit ? .unavailable : .notConnected,
+                "cannot open a stream to \(peer.displayName): \(error.reason)", connectionError: error)
+        }
+    }
+
+    /// Leaves the session: every member sees this peer `notConnected` with the reason `left`; ``events`` and
+    /// ``messages`` end (after what is already queued). Idempotent.
+    public func disconnect() async {
+        guard !isDisconnected else { return }
+        isDisconnected = true
+        for link in members.values {
+            link.send(.leave(reason: "left"))
+            link.close("left the session")
+            report(link.peer, .notConnected, "this side left the session")
+        }
+        members = [:]
+        for (_, waiter) in ackWaiters {
+            waiter.1.resume(returning: SessionError(.cancelled, "the session was disconnected"))
+        }
+        ackWaiters = [:]
+        await network.unregister(self)
+        inbox.finish()
+        eventSink.finish()
+    }
+
+    // MARK: Inviting
+
+    /// Invites a peer at these addresses (the browser's discovered addresses); see
+    /// ``PeerBrowser/invite(_:into:context:timeout:)``.
+    func invite(
+        _ peer: Peer, addresses: [SocketAddress], serviceType: String, context: [UInt8], timeout: Duration
+    ) async -> InvitationOutcome {
+        let fp = peer.claimedFingerprint
+        if isDisconnected { return .refused(reason: "the session was disconnected") }
+        if members[fp] != nil { return .accepted }
+        if fp == identity.fingerprint { return .refused(reason: "that is this peer") }
+        guard context.count <= Invitation.maximumContextLength else {
+            return .refused(
+                reason: "the context is \(context.count) bytes; an invitation carries at most "
+                    + "\(Invitation.maximumContextLength) (send more once connected)")
+        }
+        guard members.count + 1 < configuration.maximumPeers else {
+            return .refused(reason: "this session is full (\(configuration.maximumPeers) peers)")
+        }
+        let timeout = timeout <= .zero ? Duration.seconds(30) : timeout
+        report(peer, .connecting, "inviting")
+        inviting[fp, default: 0] += 1
+        await network.beginOutgoing(to: fp)
+        let outcome = await runInvitation(
+            peer, addresses: addresses, serviceType: serviceType, context: context, timeout: timeout)
+        await network.endOutgoing(to: fp)
+        inviting[fp] = inviting[fp, default: 1] > 1 ? inviting[fp]! - 1 : nil
+        if members[fp] == nil, !joining.contains(fp), inviting[fp] == nil {
+            report(peer, .notConnected, outcome.description)
+        }
+        return outcome
+    }
+
+    private func runInvitation(
+        _ peer: Peer, addresses: [SocketAddress], serviceType: String, context: [UInt8], timeout: Duration
+    ) async -> InvitationOutcome {
+        let fp = peer.claimedFingerprint
+        let loop = network.loop
+        let started = loop.clock.now()
+        let connection = connection
+        let expecting: PeerFingerprint? = configuration.encryption == .required ? fp : nil
+        let dial = Task { () -> Result<PeerConnection, ConnectionError> in
+            do {
+                return .success(
+                    try await PeerConnection.connect(
+                        to: addresses, expecting: expecting, configuration: connection, loop: loop))
+            } catch {
+                return .failure(ConnectionError.wrapping(error))
+            }
+        }
+        let dialTimer = SessionTimer(after: timeout, on: loop) { dial.cancel() }
+        let dialed = await dial.value
+        let timedOut = !dialTimer.cancel()
+        let conn: PeerConnection
+        switch dialed {
+        case .failure(let error):
+            if timedOut { return .timedOut }
+            return Self.isSecurityRefusal(error) ? .refused(reason: error.reason) : .unreachable(error)
+        case .success(let made):
+            conn = made
+        }
+        if let refusal = identityRefusal(conn, expected: fp) ?? securityRefusal(conn) {
+            _ = await conn.close(code: 3, reason: refusal)
+            return .refused(reason: refusal)
+        }
+        if case .refuse(let reason) = await verify(conn) {
+            _ = await conn.close(code: 3, reason: "refused by the verification hook: \(reason)")
+            return .refused(reason: "refused by this side's verification hook: \(reason)")
+        }
+        if members[fp] != nil {
+            _ = await conn.close(code: 0, reason: "already connected")
+            return .accepted
+        }
+        let remaining = timeout - (loop.clock.now() - started)
+        guard remaining > .zero, !isDisconnected else {
+            _ = await conn.close(code: 0, reason: "invitation timed out")
+            return isDisconnected ? .refused(reason: "the session was disconnected") : .timedOut
+        }
+        let id = SecureRandom.bytes(SessionWire.idLength)
+        let link = Link(connection: conn, isDialer: true, linkID: id)
+        let answerTimer = SessionTimer(after: remaining, on: loop) { [weak self] in
+            Task { await self?.invitationTimedOut(link, id: id, after: timeout) }
+        }
+        let milliseconds = UInt32(
+            clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000)
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<InvitationOutcome, Never>) in
+            answers[id] = continuation
+            link.setHandler { [weak self] link, event in
+                guard let self else { return link.close("the session is gone") }
+                await self.inviterEvent(link, event, id: id)
+            }
+            link.send(
+                .invite(id: id, timeoutMilliseconds: max(1, milliseconds), serviceType: serviceType, context: context))
+        }
+        answerTimer.cancel()
+        return outcome
+    }
+
+    private func invitationTimedOut(_ link: Link, id: [UInt8], after timeout: Duration) {
+        guard let continuation = answers.removeValue(forKey: id) else { return }
+        link.send(.inviteCancel(id: id, reason: "no answer within \(timeout)"))
+        link.close("invitation timed out")
+        continuation.resume(returning: .timedOut)
+    }
+
+    private func inviterEvent(_ link: Link, _ event: Link.Event, id: [UInt8]) {
+        guard let continuation = answers.removeValue(forKey: id) else { return }
+        switch event {
+        case .message(.inviteAnswer(let answerID, let answer, let reason)) where answerID == id:
+            switch answer {
+            case .accepted:
+                if isDisconnected {
+                    link.send(.leave(reason: "left"))
+                    link.close("left the session")
+                    return continuation.resume(returning: .refused(reason: "the session was disconnected"))
+                }
+                adopt(link, first: nil, reason: "accepted the invitation")
+                continuation.resume(returning: .accepted)
+            case .alreadyConnected:
+                link.close("already connected")
+                continuation.resume(returning: .accepted)
+            case .declined:
+                link.close("declined")
+                continuation.resume(returning: .declined(reason: reason))
+            case .timedOut:
+                link.close("invitation timed out")
+                continuation.resume(returning: .timedOut)
+            case .refused:
+                link.close("refused")
+                continuation.resume(returning: .refused(reason: reason))
+            }
+        case .message:
+            link.close("expected an answer to the invitation")
+            continuation.resume(
+                returning: .refused(reason: "the peer broke the protocol (no answer to the invitation)"))
+        case .closed(let reason):
+            let error =
+                link.connection.closeReason
+                ?? ConnectionError(code: .connectionLost, reason: reason)
+            continuation.resume(
+                returning: .unreachable(
+                    ConnectionError(code: error.code, reason: "the connection ended before an answer: \(reason)")))
+        }
+    }
+
+    // MARK: Being invited, being joined
+
+    /// Accepts an invitation into this session (called by ``Invitation/accept(into:)``, after it claimed it).
+    func acceptInvitation(_ invitation: Invitation) async throws(SessionError) {
+        let link = invitation.link
+        let fp = link.fingerprint
+        func refuse(_ code: SessionError.Code, _ reason: String) -> SessionError {
+            link.send(.inviteAnswer(id: invitation.id, answer: .refused, reason: reason))
+            link.close("invitation refused")
+            return SessionError(code, reason)
+        }
+        if isDisconnected { throw refuse(.cancelled, "the session was disconnected") }
+        if let refusal = securityRefusal(link.connection) { throw refuse(.refused, refusal) }
+        if members[fp] != nil {
+            link.send(.inviteAnswer(id: invitation.id, answer: .alreadyConnected, reason: "already connected"))
+            return link.close("already connected")
+        }
+        guard members.count + 1 < configuration.maximumPeers else {
+            throw refuse(.sessionFull, "the session is full (\(configuration.maximumPeers) peers)")
+        }
+        report(link.peer, .connecting, "accepting an invitation")
+        if case .refuse(let reason) = await verify(link.connection) {
+            if members[fp] == nil { report(link.peer, .notConnected, "refused by the verification hook: \(reason)") }
+            throw refuse(.refused, "refused by the invitee's verification hook: \(reason)")
+        }
+        if isDisconnected { throw refuse(.cancelled, "the session was disconnected") }
+        if members[fp] != nil {
+            link.send(.inviteAnswer(id: invitation.id, answer: .alreadyConnected, reason: "already connected"))
+            return link.close("already connected")
+        }
+        adopt(
+            link, first: .inviteAnswer(id: invitation.id, answer: .accepted, reason: ""),
+            reason: "accepted an invitation")
+    }
+
+    /// Whether this session knows the secret of a session identifier (the router's question).
+    func knowsSession(_ id: [UInt8]) -> Bool { !isDisconnected && secrets[id] != nil }
+
+    /// Whether the peer is a member.
+    func hasMember(_ fingerprint: PeerFingerprint) -> Bool { members[fingerprint] != nil }
+
+    /// A member introduced to us dialed and proves membership (called by the network's router).
+    func acceptJoin(_ link: Link, sessionID: [UInt8], proof: [UInt8]) async {
+        func refuse(_ reason: String) {
+            link.send(.joinAnswer(accepted: false, reason: reason))
+            link.close("join refused")
+        }
+        guard let secret = secrets[sessionID],
+            HMACSHA256.constantTimeEqual(
+                proof,
+                SessionWire.joinProof(secret: secret, binding: link.connection.sessionBinding, linkID: link.linkID))
+        else {
+            return refuse("the membership proof is wrong: only members of this session can join it this way")
+        }
+        if let refusal = securityRefusal(link.connection) { return refuse(refusal) }
+        if members[link.fingerprint] == nil, members.count + 1 >= configuration.maximumPeers {
+            return refuse("the session is full (\(configuration.maximumPeers) peers)")
+        }
+        if case .refuse(let reason) = await verify(link.connection) {
+            return refuse("refused by the verification hook: \(reason)")
+        }
+        guard !isDisconnected else { return refuse("the member left the session") }
+        adopt(link, first: .joinAnswer(accepted: true, reason: ""), reason: "joined through an introduction")
+    }
+
+    /// Dials a member we were told about, to join it (the lower identity dials).
+    private func dialJoin(_ member: SessionWire.Member, introducedBy: String) {
+        let fp = member.fingerprint
+        guard !isDisconnected, members[fp] == nil, !joining.contains(fp), inviting[fp] == nil,
+            let secret = secrets[member.sessionID], !member.addresses.isEmpty,
+            members.count + 1 < configuration.maximumPeers
+        else { return }
+        joining.insert(fp)
+        let peer = Peer(identity: .advertised(fp), displayName: member.displayName)
+        report(peer, .connecting, "introduced by \(introducedBy)")
+        let connection = connection
+        let loop = network.loop
+        let expecting: PeerFingerprint? = configuration.encryption == .required ? fp : nil
+        Task { [weak self] in
+            let result: Result<PeerConnection, ConnectionError>
+            do {
+                result = .success(
+                    try await PeerConnection.connect(
+                        to: member.addresses, expecting: expecting, configuration: connection, loop: loop))
+            } catch {
+                result = .failure(ConnectionError.wrapping(error))
+            }
+            guard let self else { return }
+            await self.joinDialed(result, member: member, peer: peer, secret: secret)
+        }
+    }
+
+    private func joinDialed(
+        _ result: Result<PeerConnection, ConnectionError>, member: SessionWire.Member, peer: Peer, secret: [UInt8]
+    ) async {
+        let fp = member.fingerprint
+        func fail(_ reason: String) {
+            joining.remove(fp)
+            if members[fp] == nil, inviting[fp] == nil { report(peer, .notConnected, reason) }
+        }
+        let conn: PeerConnection
+        switch result {
+        case .failure(let error): return fail("could not reach the introduced member: \(error.reason)")
+        case .success(let made): conn = made
+        }
+        if let refusal = identityRefusal(conn, expected: fp) ?? securityRefusal(conn) {
+            _ = await conn.close(code: 3, reason: refusal)
+            return fail(refusal)
+        }
+        if case .refuse(let reason) = await verify(conn) {
+            _ = await conn.close(code: 3, reason: "refused by the verification hook: \(reason)")
+            return fail("refused by this side's verification hook: \(reason)")
+        }
+        if isDisconnected || members[fp] != nil {
+            joining.remove(fp)
+            _ = await conn.close(code: 0, reason: "already connected")
+            return
+        }
+        let linkID = SecureRandom.bytes(SessionWire.idLength)
+        let link = Link(connection: conn, isDialer: true, linkID: linkID)
+        link.setHandler { [weak self] link, event in
+            guard let self else { return link.close("the session is gone") }
+            await self.joinerEvent(link, event)
+        }
+        link.send(
+            .join(
+                linkID: linkID, sessionID: member.sessionID,
+                proof: SessionWire.joinProof(secret: secret, binding: conn.sessionBinding, linkID: linkID)))
+    }
+
+    private func joinerEvent(_ link: Link, _ event: Link.Event) {
+        let fp = link.fingerprint
+        guard joining.contains(fp) else { return link.close("no longer joining") }
+        joining.remove(fp)
+        switch event {
+        case .message(.joinAnswer(true, _)):
+            if isDisconnected {
+                link.send(.leave(reason: "left"))
+                return link.close("left the session")
+            }
+            adopt(link, first: nil, reason: "joined through an introduction")
+        case .message(.joinAnswer(false, let reason)):
+            link.close("join refused")
+            if members[fp] == nil, inviting[fp] == nil { report(link.peer, .notConnected, "join refused: \(reason)") }
+        case .message:
+            link.close("expected an answer to the join")
+            if members[fp] == nil, inviting[fp] == nil {
+                report(link.peer, .notConnected, "the peer broke the protocol")
+            }
+        case .closed(let reason):
+            if members[fp] == nil, inviting[fp] == nil { report(link.peer, .notConnected, reason) }
+        }
+    }
+
+    // MARK: Members
+
+    /// Makes a link the member link for its peer (or closes it, when the peer already has the better link),
+    /// sends `first` (the answer that admits the peer), and shares what this side knows.
+    private func adopt(_ link: Link, first: SessionWire.Message?, reason: String) {
+        let fp = link.fingerprint
+        joining.remove(fp)
+        if let existing = members[fp], existing !== link {
+            if Self.prefers(existing, over: link, local: identity.fingerprint) {
+                if case .inviteAnswer(let id, _, _) = first {
+                    link.send(.inviteAnswer(id: id, answer: .alreadyConnected, reason: "already connected"))
+                } else if first != nil {
+                    link.send(.joinAnswer(accepted: false, reason: "already connected through another link"))
+                }
+                return link.close("duplicate link")
+            }
+            members[fp] = link
+            existing.close("replaced by a duplicate link")
+        } else {
+            members[fp] = link
+            report(link.peer, .connected, reason)
+        }
+        link.setHandler { [weak self] link, event in
+            guard let self else { return link.close("the session is gone") }
+            await self.memberEvent(link, event)
+        }
+        if let first { link.send(first) }
+        link.send(.sessions(listenPort: listenPort, current: currentID, secrets: secrets))
+        startPumps(link)
+    }
+
+    /// The duplicate-link rule both ends apply alike: keep the link dialed by the lower identity; between two
+    /// links one side dialed, keep the one with the lower link identifier.
+    static func prefers(_ a: Link, over b: Link, local: PeerFingerprint) -> Bool {
+        let dialerA = a.dialerFingerprint(local: local)
+        let dialerB = b.dialerFingerprint(local: local)
+        if dialerA != dialerB { return dialerA.bytes.lexicographicallyPrecedes(dialerB.bytes) }
+        return a.linkID.lexicographicallyPrecedes(b.linkID)
+    }
+
+    private func memberEvent(_ link: Link, _ event: Link.Event) {
+        let fp = link.fingerprint
+        guard members[fp] === link else {
+            if case .message(.delivered(let id)) = event { deliveredReceipt(id, from: fp) }
+            return
+        }
+        switch event {
+        case .message(.sessions(let port, let current, let received)):
+            let first = link.listenPort == nil
+            link.listenPort = port
+            link.sessionID = current
+            var added: [[UInt8]: [UInt8]] = [:]
+            for (id, secret) in received where secrets[id] == nil && secrets.count < SessionWire.Limits.sessions {
+                secrets[id] = secret
+                added[id] = secret
+            }
+            if current.lexicographicallyPrecedes(currentID), secrets[current] != nil { currentID = current }
+            if !added.isEmpty {
+                for other in members.values where other !== link {
+                    other.send(.sessions(listenPort: listenPort, current: currentID, secrets: secrets))
+                }
+            }
+            if first, let info = memberInfo(link) {
+                let others = members.values.filter { $0 !== link }.compactMap(memberInfo)
+                for chunk in stride(from: 0, to: others.count, by: SessionWire.Limits.membersPerMessage) {
+                    link.send(
+                        .members(Array(others[chunk..<min(chunk + SessionWire.Limits.membersPerMessage, others.count)]))
+                    )
+                }
+                for other in members.values where other !== link { other.send(.members([info])) }
+            }
+        case .message(.members(let list)):
+            var fresh: [SessionWire.Member] = []
+            for member in list where member.fingerprint != identity.fingerprint && members[member.fingerprint] == nil {
+                if known[member.fingerprint] == nil, known.count < configuration.maximumPeers * 4 {
+                    fresh.append(member)
+                }
+                known[member.fingerprint] = member
+                if identity.fingerprint.bytes.lexicographicallyPrecedes(member.fingerprint.bytes) {
+                    dialJoin(member, introducedBy: link.peer.displayName)
+                }
+            }
+            if !fresh.isEmpty {
+                for other in members.values where other !== link { other.send(.members(fresh)) }
+            }
+        case .message(.leave(let reason)):
+            depart(link, reason: reason.isEmpty ? "left" : reason)
+            link.close("left")
+        case .message(.delivered(let id)):
+            deliveredReceipt(id, from: fp)
+        case .message:
+            link.close("unexpected control message from a member")
+        case .closed(let reason):
+            depart(link, reason: reason)
+        }
+    }
+
+    private func depart(_ link: Link, reason: String) {
+        let fp = link.fingerprint
+        guard members[fp] === link else { return }
+        members[fp] = nil
+        known[fp] = nil
+        report(link.peer, .notConnected, reason)
+        for (id, waiter) in ackWaiters where waiter.0 == fp {
+            ackWaiters[id] = nil
+            waiter.1.resume(
+                returning: SessionError(
+                    .notConnected, "\(link.peer.displayName) left before the receipt arrived: \(reason)"))
+        }
+    }
+
+    private func deliveredReceipt(_ id: UInt64, from fp: PeerFingerprint) {
+        if let waiter = ackWaiters[id], waiter.0 == fp {
+            ackWaiters[id] = nil
+            waiter.1.resume(returning: nil)
+        } else if id < nextMessageID, ackResults.count < 4096 {
+            ackResults[id] = .some(nil)
+        }
+    }
+
+    private func memberInfo(_ link: Link) -> SessionWire.Member? {
+        guard let address = link.announcedAddress else { return nil }
+        return SessionWire.Member(
+            fingerprint: link.fingerprint, displayName: link.peer.displayName,
+            sessionID: link.sessionID ?? currentID, addresses: [address])
+    }
+
+    private func startPumps(_ link: Link) {
+        let inbox = inbox
+        let peer = link.peer
+        let connection = link.connection
+        Task {
+            for await data in connection.messages {
+                switch data.first {
+                case MessageTag.plain:
+                    await inbox.push(
+                        .init(message: ReceivedMessage(peer: peer, data: Array(data.dropFirst())), onTaken: nil))
+                case MessageTag.acknowledged where data.count >= 9:
+                    let id = data[1..<9].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                    await inbox.push(
+                        .init(
+                            message: ReceivedMessage(peer: peer, data: Array(data.dropFirst(9))),
+                            onTaken: { link.send(.delivered(messageID: id)) }))
+                default:
+                    _ = await connection.close(code: 2, reason: "a message without a valid session tag")
+                    return
+                }
+            }
+        }
+        let sink = eventSink
+        let dropped = dropped
+        Task { [dropped] in
+            for await stream in connection.incomingStreams {
+                if case .dropped = sink.yield(.stream(stream, from: peer)) {
+                    dropped.add()
+                    stream.reset()
+                }
+            }
+        }
+    }
+
+    // MARK: Rules
+
+    /// The first byte of every application message on a link.
+    enum MessageTag {
+        static let plain: UInt8 = 0
+        static let acknowledged: UInt8 = 1
+    }
+
+    private func report(_ peer: Peer, _ state: PeerState, _ reason: String) {
+        let fp = peer.claimedFingerprint
+        if state != .notConnected, states[fp] == state { return }
+        if state == .notConnected, states[fp] == nil { return }
+        states[fp] = state == .notConnected ? nil : state
+        if case .dropped = eventSink.yield(.peerChanged(peer, state, reason: reason)) {
+            dropped.add()
+        }
+    }
+
+    private func notConnected(_ peer: Peer) -> SessionError {
+        SessionError(.notConnected, "\(peer.displayName) is not connected to this session")
+    }
+
+    private static func sendError(_ error: ConnectionError, peer: Peer) -> SessionError {
+        switch error.code {
+        case .messageTooLarge:
+            SessionError(.invalidParameter, error.reason, connectionError: error)
+        default:
+            SessionError(
+                .notConnected, "the link to \(peer.displayName) ended: \(error.reason)", connectionError: error)
+        }
+    }
+
+    static func isSecurityRefusal(_ error: ConnectionError) -> Bool {
+        switch error.code {
+        case .identityMismatch, .groupSecretMismatch, .encryptionMismatch, .plaintextRefused: true
+        default: false
+        }
+    }
+
+    /// Why a dialed connection is not the peer we meant, or nil.
+    private func identityRefusal(_ connection: PeerConnection, expected: PeerFingerprint) -> String? {
+        if let proven = connection.peer.fingerprint, proven != expected {
+            return "identity mismatch: expected \(expected), the peer proved \(proven)"
+        }
+        if connection.peer.fingerprint == nil, connection.peer.claimedFingerprint != expected {
+            return
+                "identity mismatch: expected \(expected), the plaintext peer claims \(connection.peer.claimedFingerprint)"
+        }
+        return nil
+    }
+
+    /// Why this session's rules refuse a connection, or nil.
+    private func securityRefusal(_ connection: PeerConnection) -> String? {
+        if !configuration.encryption.allowsPlaintext, !connection.peer.isAuthenticated {
+            return "encryption: this session requires TLS and the peer's connection is plaintext"
+        }
+        if configuration.groupSecret != nil, !connection.peer.isGroupMember {
+            return "group secret: the peer's connection did not prove this session's group secret"
+        }
+        return nil
+    }
+
+    private func verify(_ connection: PeerConnection) async -> VerificationDecision {
+        guard let hook = configuration.verifyPeer else { return .accept }
+        return await hook(
+            PeerVerificationRequest(
+                peer: Peer(connection.peer), verificationCode: connection.verificationCode,
+                protection: connection.peer.protection))
+    }
+}
+
+/// A counter any thread can bump.
+final class DropCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    func add() { count.add(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
+}

@@ -1,0 +1,40 @@
+internal import MultipeerIO
+internal import Synchronization
+
+/// A one-shot timer on an event loop's clock (so tests drive it with a `ManualClock`), cancellable from any
+/// thread; the work runs at most once.
+final class SessionTimer: Sendable {
+    private let loop: EventLoop
+    private let state = Mutex<(id: TimerID?, done: Bool)>((nil, false))
+
+    /// Starts a timer that runs `work` after `delay`, off the loop thread.
+    init(after delay: Duration, on loop: EventLoop, _ work: @escaping @Sendable () -> Void) {
+        self.loop = loop
+        _ = loop.execute { [self] in
+            let id = loop.scheduleTimer(after: delay) { [self] in
+                let fire = state.withLock { state -> Bool in
+                    guard !state.done else { return false }
+                    state.done = true
+                    return true
+                }
+                if fire { Task { work() } }
+            }
+            let cancelled = state.withLock { state -> Bool in
+                state.id = id
+                return state.done
+            }
+            if cancelled { loop.cancelTimer(id) }
+        }
+    }
+
+    /// Stops the timer if it has not fired; returns whether it was still pending.
+    @discardableResult
+    func cancel() -> Bool {
+        let (wasPending, id) = state.withLock { state -> (Bool, TimerID?) in
+            defer { state.done = true }
+            return (!state.done, state.id)
+        }
+        if let id { _ = loop.execute { self.loop.cancelTimer(id) } }
+        return wasPending
+    }
+}

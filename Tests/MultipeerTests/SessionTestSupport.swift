@@ -1,0 +1,96 @@
+import MultipeerIO
+import Synchronization
+import Testing
+
+@testable import Multipeer
+
+/// One peer of an in-process session test: its own network on loopback (own event loop and listener), an
+/// identity, a session, and an advertiser that receives invitations without publishing (tests dial the
+/// listener's port directly, so no multicast is needed).
+final class SessionNode: Sendable {
+    static let serviceType = "mp-test"
+
+    let identity: PeerIdentity
+    let network: PeerNetwork
+    let session: Session
+    let advertiser: PeerAdvertiser
+    let recorder: EventRecorder
+
+    init(
+        _ name: String, configuration: SessionConfiguration = SessionConfiguration(),
+        advertiserEncryption: EncryptionPreference? = nil, advertiserSecret: GroupSecret? = nil,
+        limits: PeerAdvertiser.Limits = PeerAdvertiser.Limits(), clock: (any IOClock)? = nil
+    ) async throws {
+        identity = try PeerIdentity.generate(displayName: name)
+        let loop = try clock.map { try EventLoop(name: "test-\(name)", clock: $0) }
+        network = try PeerNetwork(configuration: .loopback, loop: loop)
+        session = try await Session(identity: identity, configuration: configuration, network: network)
+        advertiser = try await PeerAdvertiser(
+            serviceType: Self.serviceType, identity: identity,
+            encryption: advertiserEncryption ?? configuration.encryption,
+            groupSecret: advertiserSecret ?? configuration.groupSecret, limits: limits, network: network,
+            publish: false)
+        recorder = EventRecorder(session.events)
+    }
+
+    var peer: Peer { Peer(identity: .advertised(identity.fingerprint), displayName: identity.displayName) }
+    var address: SocketAddress { SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: advertiser.port) }
+
+    /// Invites `other` into this node's session, dialing its advertiser's port.
+    func invite(_ other: SessionNode, context: [UInt8] = [], timeout: Duration = .seconds(10)) async
+        -> InvitationOutcome
+    {
+        await session.invite(
+            other.peer, addresses: [other.address], serviceType: "_\(Self.serviceType)._tcp", context: context,
+            timeout: timeout)
+    }
+
+    /// Answers every invitation with `answer` until the advertiser stops.
+    func answerInvitations(_ answer: @escaping @Sendable (Invitation) async -> Void) {
+        let invitations = advertiser.invitations
+        Task { for await invitation in invitations { await answer(invitation) } }
+    }
+
+    func acceptAll() {
+        let session = session
+        answerInvitations { try? await $0.accept(into: session) }
+    }
+
+    func shutdown() async {
+        await session.disconnect()
+        await advertiser.stop()
+        await network.shutdown()
+    }
+}
+
+/// Collects a session's events so tests can wait for one without owning the stream.
+final class EventRecorder: Sendable {
+    private let state = Mutex<[SessionEvent]>([])
+
+    init(_ events: AsyncStream<SessionEvent>) {
+        Task { [self] in for await event in events { record(event) } }
+    }
+
+    private func record(_ event: SessionEvent) { state.withLock { $0.append(event) } }
+
+    var all: [SessionEvent] { state.withLock { $0 } }
+
+    /// Peer state changes as `NAME state: reason`.
+    var states: [String] {
+        all.compactMap {
+            guard case .peerChanged(let peer, let state, let reason) = $0 else { return nil }
+            return "\(peer.displayName) \(state): \(reason)"
+        }
+    }
+
+    /// Waits until a state line matching `predicate` is recorded; returns it, or nil after `timeout`.
+    @discardableResult
+    func wait(for timeout: Duration = .seconds(10), _ predicate: (String) -> Bool) async -> String? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let line = states.first(where: predicate) { return line }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return nil
+    }
+}
