@@ -42,3 +42,179 @@ struct SessionInvitationTests {
         await bob.shutdown()
     }
 }
+
+extension SessionInvitationTests {
+    @Test func declineCarriesTheReasonToBothSides() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        bob.answerInvitations { $0.decline(reason: "busy right now") }
+        let outcome = await alice.invite(bob)
+        #expect(outcome == .declined(reason: "busy right now"))
+        #expect(await alice.recorder.wait { $0 == "Bob notConnected: declined: busy right now" } != nil)
+        #expect(await alice.session.connectedPeers.isEmpty)
+        #expect(await bob.session.connectedPeers.isEmpty)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func anUnansweredInvitationExpiresOnBothSidesOnTheManualClock() async throws {
+        let clock = ManualClock()
+        let alice = try await SessionNode("Alice", clock: clock)
+        let bob = try await SessionNode("Bob", clock: clock)
+        let outcome = Task { await alice.invite(bob, timeout: .seconds(5)) }
+        var invitations = bob.advertiser.invitations.makeAsyncIterator()
+        let invitation = try #require(await invitations.next())
+        #expect(invitation.isOpen)
+        #expect(invitation.timeout <= .seconds(5) && invitation.timeout > .seconds(4))
+        #expect(invitation.peer == alice.peer && invitation.peer.isAuthenticated)
+        #expect(invitation.verificationCode != nil)
+        clock.advance(by: .seconds(6))
+        #expect(await outcome.value == .timedOut)
+        #expect(await eventually { !invitation.isOpen })
+        await #expect(throws: SessionError.self) { try await invitation.accept(into: bob.session) }
+        #expect(await alice.recorder.wait { $0 == "Bob notConnected: timed out" } != nil)
+        #expect(bob.advertiser.statistics.expired + 0 <= 1)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func aZeroTimeoutMeansThirtySeconds() async throws {
+        let clock = ManualClock()
+        let alice = try await SessionNode("Alice", clock: clock)
+        let bob = try await SessionNode("Bob", clock: clock)
+        let outcome = Task { await alice.invite(bob, timeout: .zero) }
+        var invitations = bob.advertiser.invitations.makeAsyncIterator()
+        let invitation = try #require(await invitations.next())
+        #expect(invitation.timeout > .seconds(29) && invitation.timeout <= .seconds(30))
+        clock.advance(by: .seconds(20))
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(invitation.isOpen)
+        clock.advance(by: .seconds(11))
+        #expect(await outcome.value == .timedOut)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func aPeerWithNothingListeningIsUnreachableWithEveryAttempt() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        let closedPort = bob.address
+        await bob.shutdown()
+        let outcome = await alice.session.invite(
+            bob.peer, addresses: [closedPort], serviceType: "_mp-test._tcp", context: [], timeout: .seconds(5))
+        guard case .unreachable(let error) = outcome else {
+            Issue.record("expected unreachable, got \(outcome)")
+            return
+        }
+        #expect(error.attempts.count == 1)
+        #expect(await alice.recorder.wait { $0.hasPrefix("Bob notConnected: unreachable") } != nil)
+        await alice.shutdown()
+    }
+
+    @Test func anIdentityMismatchIsRefusedForSecurity() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        bob.acceptAll()
+        let impostor = try PeerIdentity.generate(displayName: "Bob")
+        let outcome = await alice.session.invite(
+            Peer(identity: .advertised(impostor.fingerprint), displayName: "Bob"), addresses: [bob.address],
+            serviceType: "_mp-test._tcp", context: [], timeout: .seconds(5))
+        guard case .refused(let reason) = outcome else {
+            Issue.record("expected refused, got \(outcome)")
+            return
+        }
+        #expect(reason.contains("identity"), "\(reason)")
+        #expect(await bob.session.connectedPeers.isEmpty)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func aWrongGroupSecretIsRefusedForSecurity() async throws {
+        let first = try GroupSecret([UInt8](repeating: 1, count: 32))
+        let second = try GroupSecret([UInt8](repeating: 2, count: 32))
+        let alice = try await SessionNode("Alice", configuration: SessionConfiguration(groupSecret: first))
+        let bob = try await SessionNode("Bob", configuration: SessionConfiguration(groupSecret: second))
+        bob.acceptAll()
+        let outcome = await alice.invite(bob)
+        guard case .refused(let reason) = outcome else {
+            Issue.record("expected refused, got \(outcome)")
+            return
+        }
+        #expect(reason.contains("group"), "\(reason)")
+        let carol = try await SessionNode("Carol", configuration: SessionConfiguration(groupSecret: first))
+        carol.acceptAll()
+        #expect(await alice.invite(carol) == .accepted)
+        await alice.shutdown()
+        await bob.shutdown()
+        await carol.shutdown()
+    }
+
+    @Test func theVerificationHookRefusesWithItsReasonOnBothSides() async throws {
+        var configuration = SessionConfiguration()
+        configuration.verifyPeer = { request in
+            request.peer.displayName == "Mallory" ? .refuse(reason: "not on my list") : .accept
+        }
+        let bob = try await SessionNode("Bob", configuration: configuration)
+        let mallory = try await SessionNode("Mallory")
+        let alice = try await SessionNode("Alice")
+        bob.acceptAll()
+        let outcome = await mallory.invite(bob)
+        #expect(outcome == .refused(reason: "refused by the invitee's verification hook: not on my list"))
+        #expect(await alice.invite(bob) == .accepted)
+        #expect(await bob.session.connectedPeers.map(\.displayName) == ["Alice"])
+        for node in [alice, bob, mallory] { await node.shutdown() }
+    }
+
+    /// Apple's table: `.required` and `.optional` use TLS; `.none` with `.optional` or `.none` is plaintext,
+    /// with identities as claims; `.required` and `.none` refuse each other.
+    @Test(arguments: [
+        (EncryptionPreference.required, EncryptionPreference.required, "tls"),
+        (.required, .optional, "tls"), (.optional, .required, "tls"), (.optional, .optional, "tls"),
+        (.optional, .none, "plaintext"), (.none, .optional, "plaintext"), (.none, .none, "plaintext"),
+        (.required, .none, "refused"), (.none, .required, "refused"),
+    ])
+    func encryptionFollowsApplesTable(
+        inviter: EncryptionPreference, invitee: EncryptionPreference, expected: String
+    ) async throws {
+        let alice = try await SessionNode("Alice", configuration: SessionConfiguration(encryption: inviter))
+        let bob = try await SessionNode("Bob", configuration: SessionConfiguration(encryption: invitee))
+        bob.acceptAll()
+        let outcome = await alice.invite(bob)
+        switch expected {
+        case "refused":
+            guard case .refused(let reason) = outcome else {
+                Issue.record("\(inviter)→\(invitee): expected refused, got \(outcome)")
+                break
+            }
+            #expect(reason.contains("ncrypt") || reason.contains("plaintext"), "\(reason)")
+        default:
+            #expect(outcome == .accepted, "\(inviter)→\(invitee)")
+            let seen = await bob.session.connectedPeers.first
+            #expect(seen?.isAuthenticated == (expected == "tls"), "\(inviter)→\(invitee)")
+            if expected == "plaintext" {
+                #expect(seen?.identity == .claimed(alice.identity.fingerprint))
+                #expect(seen?.fingerprint == nil)
+            }
+        }
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func oversizedContextIsRefusedBeforeAnythingIsSent() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        bob.acceptAll()
+        let outcome = await alice.invite(
+            bob, context: [UInt8](repeating: 7, count: Invitation.maximumContextLength + 1))
+        guard case .refused(let reason) = outcome else {
+            Issue.record("expected refused, got \(outcome)")
+            return
+        }
+        #expect(reason.contains("8192"), "\(reason)")
+        #expect(bob.advertiser.statistics.delivered == 0)
+        let fits = await alice.invite(bob, context: [UInt8](repeating: 7, count: Invitation.maximumContextLength))
+        #expect(fits == .accepted)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+}

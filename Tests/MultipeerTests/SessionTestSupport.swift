@@ -23,7 +23,15 @@ final class SessionNode: Sendable {
     ) async throws {
         identity = try PeerIdentity.generate(displayName: name)
         let loop = try clock.map { try EventLoop(name: "test-\(name)", clock: $0) }
-        network = try PeerNetwork(configuration: .loopback, loop: loop)
+        var networkConfiguration = PeerNetwork.Configuration.loopback
+        if clock != nil {
+            // A manual clock jumps: keep keepalives from calling a connection silent across a jump.
+            networkConfiguration.tuneConnections = {
+                $0.silenceTimeout = .seconds(3600)
+                $0.keepaliveInterval = .seconds(1200)
+            }
+        }
+        network = try PeerNetwork(configuration: networkConfiguration, loop: loop)
         session = try await Session(identity: identity, configuration: configuration, network: network)
         advertiser = try await PeerAdvertiser(
             serviceType: Self.serviceType, identity: identity,
@@ -93,4 +101,14 @@ final class EventRecorder: Sendable {
         }
         return nil
     }
+}
+
+/// Polls an async `condition` until it holds or `timeout` passes.
+func waitUntil(_ timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return await condition()
 }

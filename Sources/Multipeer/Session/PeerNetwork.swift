@@ -198,6 +198,27 @@ public actor PeerNetwork {
         }
     }
 
+    /// The listeners' counters, summed: how many connections were accepted, are open, were refused.
+    public func listenerStatistics() -> PeerListener.Statistics {
+        var sum = PeerListener.Statistics()
+        for entry in listeners.values {
+            for listener in entry.listeners {
+                let s = listener.statistics
+                sum.accepted += s.accepted
+                sum.established += s.established
+                sum.refusedBusy += s.refusedBusy
+                sum.refusedFull += s.refusedFull
+                sum.droppedUntaken += s.droppedUntaken
+                sum.abandonedVerifications += s.abandonedVerifications
+                sum.refusedAfterAbandonedVerifications += s.refusedAfterAbandonedVerifications
+                sum.open += s.open
+                sum.failed += s.failed
+                sum.pending += s.pending
+            }
+        }
+        return sum
+    }
+
     // MARK: Registration
 
     func register(_ advertiser: PeerAdvertiser, key: AdvertiserKey) throws(SessionError) {

@@ -229,14 +229,8 @@ public actor Session {
         let started = loop.clock.now()
         let connection = connection
         let expecting: PeerFingerprint? = configuration.encryption == .required ? fp : nil
-        let dial = Task { () -> Result<PeerConnection, ConnectionError> in
-            do {
-                return .success(
-                    try await PeerConnection.connect(
-                        to: addresses, expecting: expecting, configuration: connection, loop: loop))
-            } catch {
-                return .failure(ConnectionError.wrapping(error))
-            }
+        let dial = Task {
+            await Self.dial(addresses, expecting: expecting, configuration: connection, loop: loop)
         }
         let dialTimer = SessionTimer(after: timeout, on: loop) { dial.cancel() }
         let dialed = await dial.value
@@ -368,6 +362,12 @@ public actor Session {
             reason: "accepted an invitation")
     }
 
+    /// The session's current identifier (the lowest of the sessions merged into it).
+    var currentSessionID: [UInt8] { currentID }
+
+    /// The current identifier and its secret.
+    var currentSecret: ([UInt8], [UInt8]) { (currentID, secrets[currentID] ?? []) }
+
     /// Whether this session knows the secret of a session identifier (the router's question).
     func knowsSession(_ id: [UInt8]) -> Bool { !isDisconnected && secrets[id] != nil }
 
@@ -412,14 +412,12 @@ public actor Session {
         let loop = network.loop
         let expecting: PeerFingerprint? = configuration.encryption == .required ? fp : nil
         Task { [weak self] in
-            let result: Result<PeerConnection, ConnectionError>
-            do {
-                result = .success(
-                    try await PeerConnection.connect(
-                        to: member.addresses, expecting: expecting, configuration: connection, loop: loop))
-            } catch {
-                result = .failure(ConnectionError.wrapping(error))
+            let dial = Task {
+                await Self.dial(member.addresses, expecting: expecting, configuration: connection, loop: loop)
             }
+            let timer = SessionTimer(after: connection.dialTimeout, on: loop) { dial.cancel() }
+            let result = await dial.value
+            timer.cancel()
             guard let self else { return }
             await self.joinDialed(result, member: member, peer: peer, secret: secret)
         }
@@ -678,6 +676,33 @@ public actor Session {
             SessionError(
                 .notConnected, "the link to \(peer.displayName) ended: \(error.reason)", connectionError: error)
         }
+    }
+
+    /// Dials a peer's addresses; one that answers "busy" (too many handshakes at once, as when a crowd invites
+    /// each other) is tried again after a short, growing, jittered pause until the calling task is cancelled.
+    static func dial(
+        _ addresses: [SocketAddress], expecting: PeerFingerprint?, configuration: ConnectionConfiguration,
+        loop: EventLoop
+    ) async -> Result<PeerConnection, ConnectionError> {
+        var pause = Duration.milliseconds(50)
+        while true {
+            do {
+                return .success(
+                    try await PeerConnection.connect(
+                        to: addresses, expecting: expecting, configuration: configuration, loop: loop))
+            } catch {
+                let error = ConnectionError.wrapping(error)
+                guard isBusy(error), !Task.isCancelled else { return .failure(error) }
+                try? await Task.sleep(for: pause * Double.random(in: 0.5...1.5))
+                pause = min(pause * 2, .seconds(1))
+            }
+        }
+    }
+
+    /// Whether every attempt was answered "busy" (a moment later may succeed).
+    static func isBusy(_ error: ConnectionError) -> Bool {
+        let codes = error.attempts.isEmpty ? [error.code] : error.attempts.map(\.error.code)
+        return codes.allSatisfy { $0 == .tooManyPendingHandshakes }
     }
 
     static func isSecurityRefusal(_ error: ConnectionError) -> Bool {

@@ -1,0 +1,162 @@
+import MultipeerIO
+import Synchronization
+import Testing
+
+@testable import Multipeer
+
+/// Meshes of in-process sessions over loopback: crossing invitations, crowds, introductions, all-to-all
+/// traffic and departures.
+@Suite("Session meshes")
+struct SessionMeshTests {
+    /// The open connections all the nodes' listeners hold: one per linked pair once duplicates are closed.
+    static func openLinks(_ nodes: [SessionNode]) async -> Int {
+        var total = 0
+        for node in nodes { total += await node.network.listenerStatistics().open }
+        return total
+    }
+
+    static func fullyMeshed(_ nodes: [SessionNode], within timeout: Duration = .seconds(20)) async -> Bool {
+        let pairs = nodes.count * (nodes.count - 1) / 2
+        return await waitUntil(timeout) {
+            for node in nodes where await node.session.connectedPeers.count != nodes.count - 1 { return false }
+            return await openLinks(nodes) == pairs
+        }
+    }
+
+    @Test func simultaneousMutualInvitationsEndInOneSessionWithOneLinkAHundredTimes() async throws {
+        for round in 0..<100 {
+            let alice = try await SessionNode("Alice")
+            let bob = try await SessionNode("Bob")
+            alice.acceptAll()
+            bob.acceptAll()
+            async let first = alice.invite(bob)
+            async let second = bob.invite(alice)
+            let outcomes = await (first, second)
+            #expect(outcomes.0 == .accepted && outcomes.1 == .accepted, "round \(round): \(outcomes)")
+            #expect(await Self.fullyMeshed([alice, bob], within: .seconds(5)), "round \(round)")
+            // Never stuck in connecting, never a duplicate: each side saw the other connect exactly once.
+            #expect(
+                alice.recorder.states.filter { $0.hasPrefix("Bob connected") }.count == 1, "\(alice.recorder.states)")
+            #expect(bob.recorder.states.filter { $0.hasPrefix("Alice connected") }.count == 1, "\(bob.recorder.states)")
+            #expect(!alice.recorder.states.contains { $0.contains("notConnected") }, "\(alice.recorder.states)")
+            #expect(!bob.recorder.states.contains { $0.contains("notConnected") }, "\(bob.recorder.states)")
+            await alice.shutdown()
+            await bob.shutdown()
+        }
+    }
+
+    /// The "connected colors" crowd: everyone invites everyone at once and accepts everything.
+    @Test func aCrowdAllInvitingEachOtherEndsFullyMeshedWithOneLinkPerPair() async throws {
+        let nodes = try await (0..<10).asyncMap { try await SessionNode("Peer\($0)") }
+        for node in nodes { node.acceptAll() }
+        await withTaskGroup(of: Void.self) { group in
+            for a in nodes {
+                for b in nodes where a !== b { group.addTask { _ = await a.invite(b) } }
+            }
+        }
+        #expect(await Self.fullyMeshed(nodes))
+        for node in nodes {
+            #expect(!node.recorder.states.contains { $0.contains("notConnected") }, "\(node.recorder.states)")
+        }
+        for node in nodes { await node.shutdown() }
+    }
+
+    /// One peer invites the others one by one; introductions mesh them; every member sends to every other
+    /// and every message arrives once, in its sender's order; a member leaving is seen by all.
+    @Test func introductionsMeshTheSessionAndMessagesArriveOnceInOrder() async throws {
+        let count = 12
+        let perPair = 50
+        let nodes = try await (0..<count).asyncMap { try await SessionNode("Peer\($0)") }
+        for node in nodes { node.acceptAll() }
+        for other in nodes.dropFirst() {
+            #expect(await nodes[0].invite(other) == .accepted)
+        }
+        #expect(await Self.fullyMeshed(nodes))
+        // Every node reads everything: per sender, the sequence numbers must be 0, 1, 2, ...
+        let received = Tally()
+        let readers = nodes.map { node in
+            Task {
+                var iterator = node.session.messages.makeAsyncIterator()
+                for _ in 0..<(perPair * (count - 1)) {
+                    guard let message = await iterator.next() else { return }
+                    let text = String(decoding: message.data, as: UTF8.self)
+                    let parts = text.split(separator: " ")
+                    received.add(receiver: node.identity.displayName, sender: String(parts[0]), Int(parts[1])!)
+                }
+            }
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for node in nodes {
+                group.addTask {
+                    let others = await node.session.connectedPeers
+                    for sequence in 0..<perPair {
+                        let results = await node.session.send(
+                            Array("\(node.identity.displayName) \(sequence)".utf8), to: others)
+                        #expect(results.values.allSatisfy { $0 == .enqueued })
+                    }
+                }
+            }
+        }
+        for reader in readers { await reader.value }
+        let table = received.table
+        for node in nodes {
+            let bySender = table[node.identity.displayName] ?? [:]
+            #expect(bySender.count == count - 1, "\(node.identity.displayName) heard from \(bySender.keys.sorted())")
+            for (sender, sequence) in bySender {
+                #expect(sequence == Array(0..<perPair), "\(sender) → \(node.identity.displayName): \(sequence)")
+            }
+        }
+        await nodes[3].session.disconnect()
+        for (index, node) in nodes.enumerated() where index != 3 {
+            #expect(
+                await node.recorder.wait { $0 == "Peer3 notConnected: left" } != nil, "\(node.identity.displayName)")
+        }
+        for node in nodes { await node.shutdown() }
+    }
+
+    @Test func twoSessionsMergeWhenAMemberOfOneInvitesAMemberOfTheOther() async throws {
+        let nodes = try await (0..<6).asyncMap { try await SessionNode("Peer\($0)") }
+        for node in nodes { node.acceptAll() }
+        // Two sessions of three, then one link between them.
+        #expect(await nodes[0].invite(nodes[1]) == .accepted)
+        #expect(await nodes[0].invite(nodes[2]) == .accepted)
+        #expect(await nodes[3].invite(nodes[4]) == .accepted)
+        #expect(await nodes[3].invite(nodes[5]) == .accepted)
+        #expect(await Self.fullyMeshed(Array(nodes[0..<3])))
+        #expect(await Self.fullyMeshed(Array(nodes[3..<6])))
+        #expect(await nodes[2].invite(nodes[4]) == .accepted)
+        #expect(await Self.fullyMeshed(nodes))
+        for node in nodes { await node.shutdown() }
+    }
+
+    @Test func aSessionBeyondApplesEightPeersAndItsMaximum() async throws {
+        var configuration = SessionConfiguration()
+        configuration.maximumPeers = 3
+        let host = try await SessionNode("Host", configuration: configuration)
+        let guests = try await (0..<3).asyncMap { try await SessionNode("Guest\($0)") }
+        for guest in guests { guest.acceptAll() }
+        #expect(await host.invite(guests[0]) == .accepted)
+        #expect(await host.invite(guests[1]) == .accepted)
+        let third = await host.invite(guests[2])
+        #expect(third == .refused(reason: "this session is full (3 peers)"))
+        await host.shutdown()
+        for guest in guests { await guest.shutdown() }
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}
+
+/// Sequence numbers per receiver and sender.
+final class Tally: Sendable {
+    private let state = Mutex<[String: [String: [Int]]]>([:])
+    func add(receiver: String, sender: String, _ sequence: Int) {
+        state.withLock { $0[receiver, default: [:]][sender, default: []].append(sequence) }
+    }
+    var table: [String: [String: [Int]]] { state.withLock { $0 } }
+}
