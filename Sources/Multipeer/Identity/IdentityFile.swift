@@ -62,7 +62,9 @@ enum IdentityFile {
     /// The path's last component is never followed if it is a symbolic link, and opening never waits: a FIFO
     /// (or a device) at the path is refused at once instead of blocking until someone writes to it. A leftover
     /// temporary file from a save that crashed is removed on the way, when that is possible and safe.
-    static func read(path: String) throws(IdentityError) -> [UInt8] {
+    static func read(path: String, limit: Int = maximumByteCount, holding what: String = "an identity")
+        throws(IdentityError) -> [UInt8]
+    {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else {
             if errno == ELOOP {
@@ -84,7 +86,7 @@ enum IdentityFile {
 
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4_096)
-        while bytes.count <= maximumByteCount {
+        while bytes.count <= limit {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
@@ -97,7 +99,7 @@ enum IdentityFile {
             bytes += chunk.prefix(count)
         }
         throw .fileMalformed(
-            path: path, detail: "it is larger than \(maximumByteCount) bytes, far more than an identity needs")
+            path: path, detail: "it is larger than \(limit) bytes, far more than \(what) needs")
     }
 
     // MARK: Writing

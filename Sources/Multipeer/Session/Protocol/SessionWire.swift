@@ -242,15 +242,16 @@ enum SessionWire {
             u16(UInt16(truncatingIfNeeded: v.count))
             bytes += v
         }
-        /// Text, cut at the UTF-8 boundary that keeps it within the limit.
+        /// Text, cut after the last whole character that keeps it within the limit.
         mutating func text(_ v: String) {
-            var utf8 = Array(v.utf8)
-            if utf8.count > Limits.text {
-                utf8 = Array(utf8.prefix(Limits.text))
-                while let last = utf8.last, last & 0xC0 == 0x80 { utf8.removeLast() }
-                if let last = utf8.last, last >= 0xC0 { utf8.removeLast() }
+            guard v.utf8.count > Limits.text else { return bytes(Array(v.utf8)) }
+            var cut: [UInt8] = []
+            for character in v {
+                let utf8 = Array(character.utf8)
+                guard cut.count + utf8.count <= Limits.text else { break }
+                cut += utf8
             }
-            bytes(utf8)
+            bytes(cut)
         }
         mutating func address(_ a: SocketAddress) {
             switch a.address {
