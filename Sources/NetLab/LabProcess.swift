@@ -51,11 +51,43 @@ public final class LabProcess: Sendable {
     /// Signalled on every change of `state`; waiters re-check the state, so extra signals are harmless.
     private let changed = DispatchSemaphore(value: 0)
 
-    init(pid: pid_t, commandLine: String, stdout: Int32, stderr: Int32) {
+    /// The write end of the process's stdin, for an interactive process; -1 once closed.
+    private let input: Mutex<Int32>
+
+    init(pid: pid_t, commandLine: String, stdout: Int32, stderr: Int32, stdin: Int32? = nil) {
+        input = Mutex(stdin ?? -1)
         self.pid = pid
         self.commandLine = commandLine
         Thread.detachNewThread { [self] in readStdout(stdout) }
         Thread.detachNewThread { [self] in readStderr(stderr) }
+    }
+
+    // MARK: Input
+
+    /// Writes a line to an interactive process's stdin (started with `interactive: true`); false if its input
+    /// is closed or was never open.
+    @discardableResult
+    public func writeLine(_ line: String) -> Bool {
+        let bytes = Array((line + "\n").utf8)
+        return input.withLock { fd in
+            guard fd >= 0 else { return false }
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { return false }
+                offset += written
+            }
+            return true
+        }
+    }
+
+    /// Closes an interactive process's stdin: it reads end of input.
+    public func closeInput() {
+        input.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
     }
 
     // MARK: Output

@@ -175,10 +175,12 @@ public final class NetLab: Sendable {
     ///   - executable: A path, or a name looked up in `PATH`.
     ///   - arguments: The arguments.
     ///   - environment: Variables added to (or replacing those of) the test process's environment.
+    ///   - interactive: Gives the process a stdin pipe for ``LabProcess/writeLine(_:)`` (else /dev/null).
     /// - Returns: A handle to read the output, signal the process and wait for it.
     /// - Throws: ``NetLabError`` if the lab was torn down or the process cannot start.
     public func spawn(
-        host: Int, _ executable: String, _ arguments: [String], environment: [String: String]? = nil
+        host: Int, _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        interactive: Bool = false
     ) throws -> LabProcess {
         let ns = try self.host(host).namespace
         var env = ProcessInfo.processInfo.environment
@@ -186,7 +188,7 @@ public final class NetLab: Sendable {
         return try state.withLock { s in
             guard !s.tornDown else { throw NetLabError.unavailable("the lab \(id) was torn down") }
             let process = try ProcessLauncher.launch(
-                Self.ipPath!, ["netns", "exec", ns, executable] + arguments, environment: env)
+                Self.ipPath!, ["netns", "exec", ns, executable] + arguments, environment: env, interactive: interactive)
             s.processes.removeAll { $0.exitStatus != nil }
             s.processes.append(process)
             return process

@@ -17,12 +17,13 @@ enum ProcessLauncher {
     private static let resetSignals: [Int32] = [SIGINT, SIGTERM, SIGPIPE, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2]
 
     static func launch(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: [UInt8]? = nil
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: [UInt8]? = nil,
+        interactive: Bool = false
     ) throws -> LabProcess {
         // Pipes are made close-on-exec in two steps (pipe2 is not imported); spawning under one lock keeps a
         // concurrent spawn from inheriting another child's pipe end, which would delay that child's EOF.
         try spawnLock.withLock { _ in
-            try spawnLocked(executable, arguments, environment: environment, stdin: stdin)
+            try spawnLocked(executable, arguments, environment: environment, stdin: stdin, interactive: interactive)
         }
     }
 
@@ -37,7 +38,8 @@ enum ProcessLauncher {
     }
 
     private static func spawnLocked(
-        _ executable: String, _ arguments: [String], environment: [String: String]?, stdin: [UInt8]?
+        _ executable: String, _ arguments: [String], environment: [String: String]?, stdin: [UInt8]?,
+        interactive: Bool
     ) throws -> LabProcess {
         let out = try makePipe()
         let err: (read: Int32, write: Int32)
@@ -47,7 +49,7 @@ enum ProcessLauncher {
             throw error
         }
         var input: (read: Int32, write: Int32)?
-        if stdin != nil {
+        if stdin != nil || interactive {
             do { input = try makePipe() } catch {
                 [out.read, out.write, err.read, err.write].forEach { close($0) }
                 throw error
@@ -110,7 +112,8 @@ enum ProcessLauncher {
             }
         }
         return LabProcess(
-            pid: pid, commandLine: argv.joined(separator: " "), stdout: out.read, stderr: err.read)
+            pid: pid, commandLine: argv.joined(separator: " "), stdout: out.read, stderr: err.read,
+            stdin: interactive ? input?.write : nil)
     }
 
     /// Runs a command to completion and returns its status and output.

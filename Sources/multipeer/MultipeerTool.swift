@@ -10,6 +10,7 @@ struct MultipeerTool {
         ("browse", BrowseCommand.usage, BrowseCommand.summary),
         ("listen", ListenCommand.usage, ListenCommand.summary),
         ("connect", ConnectCommand.usage, ConnectCommand.summary),
+        ("chat", ChatCommand.usage, ChatCommand.summary),
     ]
 
     static var help: String {
@@ -41,6 +42,7 @@ struct MultipeerTool {
             case "browse": status = try await BrowseCommand(arguments: arguments).run()
             case "listen": status = try await ListenCommand(arguments: arguments).run()
             case "connect": status = try await ConnectCommand(arguments: arguments).run()
+            case "chat": status = try await ChatCommand(arguments: arguments).run()
             default: throw UsageError("unknown command '\(name)'")
             }
             exit(status)
