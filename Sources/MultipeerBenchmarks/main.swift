@@ -59,6 +59,7 @@ do {
     let options = try BenchmarkOptions(arguments: Array(CommandLine.arguments.dropFirst()))
     if options.suite == "baseline" { exit(runBaselines(options) ? 0 : 1) }
     if options.suite == "connection" { exit(try runConnection(options) ? 0 : 1) }
+    if options.suite == "session" { exit(try runSession(options) ? 0 : 1) }
     try runDiscovery(options)
     exit(0)
 } catch {

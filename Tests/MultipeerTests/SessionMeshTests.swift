@@ -160,3 +160,83 @@ final class Tally: Sendable {
     }
     var table: [String: [String: [Int]]] { state.withLock { $0 } }
 }
+
+@Suite("Session streams and modes")
+struct SessionStreamTests {
+    @Test func aNamedStreamCarriesBytesBackPressureAndItsEnd() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        let stream = try await alice.session.openStream(named: "photo.jpg", to: bob.peer)
+        let incoming = try #require(await waitForStream(bob.recorder))
+        #expect(incoming.0.name == "photo.jpg" && incoming.1 == alice.peer)
+        // The writer is held back while nobody reads: 64 MiB cannot all be written into a 4 MiB stream window.
+        let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        let written = DropCounter()
+        let writer = Task {
+            for _ in 0..<64 {
+                try await stream.write(chunk)
+                written.add()
+            }
+            try await stream.finish()
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(written.value < 16, "\(written.value) MiB written with nobody reading")
+        var total = 0
+        while let bytes = try await incoming.0.read() { total += bytes.count }
+        try await writer.value
+        #expect(total == 64 << 20)
+        // A reset reaches the other side as an error.
+        let second = try await alice.session.openStream(named: "cancelled", to: bob.peer)
+        try await second.write([1, 2, 3])
+        let other = try #require(await waitForStream(bob.recorder, skipping: 1))
+        second.reset()
+        await #expect(throws: ConnectionError.self) {
+            while try await other.0.read() != nil {}
+        }
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func unreliableMessagesArriveAtMostOnceAndNotConnectedPeersFail() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        let carol = try await SessionNode("Carol")
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        for index in 0..<100 {
+            _ = await alice.session.send([UInt8(index)], to: [bob.peer], mode: .unreliable)
+        }
+        _ = await alice.session.send([255], to: [bob.peer], mode: .reliable)
+        var seen: [UInt8] = []
+        for await message in bob.session.messages {
+            if message.data == [255] { break }
+            seen.append(message.data[0])
+        }
+        #expect(Set(seen).count == seen.count, "no duplicates")
+        #expect(seen.allSatisfy { $0 < 100 })
+        let results = await alice.session.send([1], to: [bob.peer, carol.peer])
+        #expect(results[bob.peer] == .enqueued)
+        guard case .failed(let error)? = results[carol.peer] else {
+            Issue.record("sending to a non-member succeeded")
+            return
+        }
+        #expect(error.code == .notConnected && error.reason == "Carol is not connected to this session")
+        await #expect(throws: SessionError.self) { try await alice.session.sendAcknowledged([1], to: carol.peer) }
+        for node in [alice, bob, carol] { await node.shutdown() }
+    }
+}
+
+/// The `skip`-th stream a recorder saw, waiting for it.
+func waitForStream(_ recorder: EventRecorder, skipping skip: Int = 0) async -> (PeerStream, Peer)? {
+    for _ in 0..<1000 {
+        let streams = recorder.all.compactMap { event -> (PeerStream, Peer)? in
+            if case .stream(let stream, let peer) = event { return (stream, peer) }
+            return nil
+        }
+        if streams.count > skip { return streams[skip] }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return nil
+}
