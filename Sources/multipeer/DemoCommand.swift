@@ -2,18 +2,19 @@ import MulticastDNS
 import Multipeer
 import MultipeerIO
 
-/// `multipeer demo`: discovery and a secure connection on this machine's loopback interface, in a few seconds.
+/// `multipeer demo`: discovery, invitations and a session of three on this machine's loopback interface, in a
+/// couple of seconds.
 ///
-/// Two peers advertise their identity, display name and protocol version in their TXT records (a
-/// ``PeerAdvertisement``, next to a `status` of their own); Alice also listens for connections. A browser,
-/// Carol, finds both, dials every address Alice was found at (IPv6 first, RFC 8305) expecting the identity she
-/// advertised, connects over TLS 1.3, exchanges messages, measures the round trip and closes gracefully; then
-/// Alice changes her status and Bob stops with a goodbye. Every step is printed with its timing. Nothing
-/// leaves the host.
+/// Alice, Bob and Dave advertise their identity, display name and protocol version in their TXT records (next
+/// to a `status` of their own), each with a network of its own (event loop, mDNS stack, listener). Carol
+/// browses, finds them and invites each into her session: Alice and Bob accept (and are then introduced to
+/// each other, so all three are linked), Dave declines with a reason. Carol sends to everyone, Alice sends
+/// Bob a message he acknowledges, Alice changes her status, Bob leaves and stops advertising. Every step is
+/// printed with its timing. Nothing leaves the host.
 struct DemoCommand {
     static let usage = "multipeer demo [--service SERVICE]"
     static let summary =
-        "discover two peers over loopback (found/updated/lost) and connect to one over TLS 1.3"
+        "discover peers over loopback, invite them into a session (accepted, declined), message, leave"
 
     var serviceType: ServiceType
 
@@ -23,9 +24,15 @@ struct DemoCommand {
         try arguments.finish()
     }
 
+    /// One demo peer: its network, session and advertiser.
+    struct Person {
+        let identity: PeerIdentity
+        let network: PeerNetwork
+        let session: Session
+        let advertiser: PeerAdvertiser
+    }
+
     func run() async throws -> Int32 {
-        var configuration = DiscoveryConfiguration()
-        configuration.interfaces = .loopbackOnly
         let clock = ContinuousClock()
         let start = clock.now
         let stamp: @Sendable () -> String = {
@@ -34,98 +41,123 @@ struct DemoCommand {
             let text = String(ms)
             return String(repeating: " ", count: max(0, 6 - text.count)) + text + " ms  "
         }
+        let type = serviceType.name
         Output.line("multipeer demo: DNS-SD over multicast DNS on the loopback interface (nothing leaves this host)")
-        let browserStack = try await MulticastDNSStack(configuration: configuration)
-        let browser = browserStack.browse(serviceType)
-        Output.line(stamp() + "browsing for \(serviceType)")
-        let aliceStack = try await MulticastDNSStack(configuration: configuration)
-        let bobStack = try await MulticastDNSStack(configuration: configuration)
-        let loop = try EventLoop(name: "demo")
-        defer { loop.shutdown() }
-        let aliceIdentity = try PeerIdentity.generate(displayName: "Alice")
-        let aliceListener = try await PeerListener(
-            configuration: ConnectionConfiguration(identity: aliceIdentity),
-            address: SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: 0), loop: loop)
-        let aliceEcho = Task { await Self.echo(aliceListener, stamp: stamp) }
-        let alice = try await aliceStack.advertise(
-            serviceType, name: "Alice", port: aliceListener.localAddress.port,
-            txt: try PeerAdvertisement(identity: aliceIdentity, discoveryInfo: ["status": "online"]).txtRecord)
-        let bobIdentity = try PeerIdentity.generate(displayName: "Bob")
-        let bob = try await bobStack.advertise(
-            serviceType, name: "Bob", port: 7002,
-            txt: try PeerAdvertisement(identity: bobIdentity, discoveryInfo: ["status": "online"]).txtRecord)
+        func person(_ name: String) async throws -> Person {
+            let identity = try PeerIdentity.generate(displayName: name)
+            let network = try PeerNetwork(configuration: .loopback)
+            let session = try await Session(identity: identity, network: network)
+            let advertiser = try await PeerAdvertiser(
+                serviceType: type, identity: identity, discoveryInfo: ["status": "online"], network: network)
+            return Person(identity: identity, network: network, session: session, advertiser: advertiser)
+        }
+        let carol = try await person("Carol")
+        let browser = try await PeerBrowser(serviceType: type, identity: carol.identity, network: carol.network)
+        Output.line(stamp() + "Carol browses for \(serviceType)")
+        let alice = try await person("Alice")
+        let bob = try await person("Bob")
+        let dave = try await person("Dave")
         Output.line(
-            stamp()
-                + "Alice and Bob probe for their names and announce (RFC 6762: 0-250 ms wait, 3 probes 250 ms apart)")
+            stamp() + "Alice, Bob and Dave advertise (RFC 6762: probe 3 times 250 ms apart, then announce)")
+        var tasks: [Task<Void, Never>] = []
+        for member in [alice, bob, dave] {
+            let name = member.identity.displayName
+            tasks.append(
+                Task {
+                    for await invitation in member.advertiser.invitations {
+                        let context = String(decoding: invitation.context, as: UTF8.self)
+                        let code = invitation.verificationCode.map { "\($0)" } ?? "none"
+                        if name == "Dave" {
+                            Output.line(stamp() + "Dave: invitation from \(invitation.peer) (code \(code)): \(context); declines")
+                            invitation.decline(reason: "in a meeting")
+                        } else {
+                            Output.line(stamp() + "\(name): invitation from \(invitation.peer) (code \(code)): \(context); accepts")
+                            try? await invitation.accept(into: member.session)
+                        }
+                    }
+                })
+        }
+        for member in [carol, alice, bob] {
+            let name = member.identity.displayName
+            tasks.append(
+                Task {
+                    for await event in member.session.events {
+                        if case .peerChanged(let peer, let state, let reason) = event, state != .connecting {
+                            Output.line(stamp() + "\(name)'s session: \(peer.displayName) \(state) (\(reason))")
+                        }
+                    }
+                })
+            tasks.append(
+                Task {
+                    for await message in member.session.messages {
+                        Output.line(
+                            stamp() + "\(name) received from \(message.peer.displayName): "
+                                + String(decoding: message.data, as: UTF8.self))
+                    }
+                })
+        }
+        var found: [String: DiscoveredPeer] = [:]
         var events = browser.events.makeAsyncIterator()
-        var found = Set<String>()
+        while found.count < 3, let event = await events.next() {
+            if case .found(let peer) = event {
+                found[peer.peer.displayName] = peer
+                Output.line(
+                    stamp() + "found \(peer.peer) status=\(peer.discoveryInfo["status"] ?? "") port \(peer.port)")
+            }
+        }
+        for name in ["Alice", "Bob", "Dave"] {
+            guard let peer = found[name]?.peer else { continue }
+            Output.line(stamp() + "Carol invites \(name), expecting the identity \(name) advertised")
+            let outcome = await browser.invite(peer, into: carol.session, context: Array("lunch?".utf8))
+            Output.line(stamp() + "invitation to \(name): \(outcome)")
+        }
+        let meshed = await Self.waitUntil {
+            let aliceCount = await alice.session.connectedPeers.count
+            let bobCount = await bob.session.connectedPeers.count
+            return aliceCount == 2 && bobCount == 2
+        }
+        Output.line(stamp() + "all three linked: \(meshed ? "yes" : "NO") (Alice and Bob were introduced by Carol)")
+        let members = await carol.session.connectedPeers
+        _ = await carol.session.send(Array("hello everyone".utf8), to: members)
+        if let bobPeer = await alice.session.connectedPeers.first(where: { $0.displayName == "Bob" }) {
+            try await alice.session.sendAcknowledged(Array("see you at noon".utf8), to: bobPeer)
+            Output.line(stamp() + "Alice: Bob's application has her message (acknowledged send returned)")
+        }
+        Output.line(stamp() + "Alice changes her status")
+        try alice.advertiser.updateDiscoveryInfo(["status": "busy"])
         var step = 0
-        var bobStopped: Task<Void, Never>?
-        var aliceFound: DiscoveredService?
         while let event = await events.next() {
-            Output.line(stamp() + Output.text(event))
             switch event {
-            case .found(let service):
-                found.insert(service.name)
-                if service.name == "Alice" { aliceFound = service }
-                if found == ["Alice", "Bob"] && step == 0 {
-                    try await Self.connect(to: aliceFound!, loop: loop, stamp: stamp)
-                    step = 1
-                    Output.line(stamp() + "Alice updates her TXT record")
-                    alice.updateTXT(
-                        try PeerAdvertisement(identity: aliceIdentity, discoveryInfo: ["status": "busy"]).txtRecord)
-                }
-            case .updated(let service) where service.name == "Alice" && step == 1:
+            case .updated(let peer) where peer.peer.displayName == "Alice" && step == 0:
+                Output.line(stamp() + "updated \(peer.peer) status=\(peer.discoveryInfo["status"] ?? "")")
+                step = 1
+                Output.line(stamp() + "Bob leaves the session and stops advertising (goodbye packets)")
+                await bob.session.disconnect()
+                await bob.advertiser.stop()
+            case .lost(let peer) where peer.displayName == "Bob" && step == 1:
+                Output.line(stamp() + "lost \(peer)")
                 step = 2
-                Output.line(stamp() + "Bob stops advertising and says goodbye")
-                bobStopped = Task { await bob.stop() }
-            case .lost(let service) where service.name == "Bob" && step == 2:
-                step = 3
             default:
                 break
             }
-            if step == 3 { break }
+            if step == 2 { break }
         }
         browser.stop()
-        aliceListener.close()
-        await aliceEcho.value
-        await bobStopped?.value
-        await alice.stop()
-        for stack in [aliceStack, bobStack, browserStack] { await stack.shutdown() }
+        for member in [carol, alice, bob, dave] {
+            await member.session.disconnect()
+            await member.advertiser.stop()
+            await member.network.shutdown()
+        }
+        for task in tasks { task.cancel() }
         Output.line(stamp() + "done")
-        return step == 3 ? 0 : 1
+        return step == 2 && meshed ? 0 : 1
     }
 
-    /// Carol's side: dial a discovered Alice at every address she was found at, expecting the identity her
-    /// advertisement names.
-    static func connect(to service: DiscoveredService, loop: EventLoop, stamp: () -> String) async throws {
-        let addresses = service.addresses.map(Output.addressText).joined(separator: ", ")
-        Output.line(
-            stamp() + "Carol dials Alice at \(addresses) (IPv6 first, RFC 8305), expecting the identity she advertised")
-        let carol = try PeerIdentity.generate(displayName: "Carol")
-        let connection = try await PeerConnection.connect(
-            to: service, configuration: ConnectionConfiguration(identity: carol), loop: loop)
-        let code = connection.verificationCode.map { "\($0)" } ?? "none"
-        Output.line(
-            stamp() + "connected: \(connection.peer) at \(connection.remoteAddress); verification code \(code)")
-        try await connection.send(Array("hello from Carol".utf8))
-        var replies = connection.messages.makeAsyncIterator()
-        if let reply = await replies.next() {
-            Output.line(stamp() + "Carol received: \(String(decoding: reply, as: UTF8.self))")
+    static func waitUntil(_ condition: () async -> Bool) async -> Bool {
+        for _ in 0..<500 {
+            if await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
         }
-        let roundTrip = try await connection.ping()
-        Output.line(stamp() + "ping round trip: \(roundTrip.formatted(.units(allowed: [.microseconds])))")
-        let end = await connection.close(reason: "demo finished")
-        Output.line(stamp() + "Carol closed the connection: \(end.code)")
-    }
-
-    /// Alice's side: answer every message, and say how each connection ended.
-    static func echo(_ listener: PeerListener, stamp: @escaping @Sendable () -> String) async {
-        for await connection in listener.connections {
-            for await message in connection.messages {
-                try? await connection.send(Array("hello Carol, Alice here (you said: ".utf8) + message + [0x29])
-            }
-            Output.line(stamp() + "Alice saw the connection end: \(await connection.closed().code)")
-        }
+        return false
     }
 }

@@ -1,23 +1,29 @@
 import Foundation
 import Testing
 
-/// The README's quick start: `multipeer demo` runs on loopback only and walks through discovery and a secure
-/// connection, ending with status 0.
+/// The README's quick start: `multipeer demo` runs on loopback only and walks through discovery, invitations
+/// (accepted, declined), introductions, messages and a departure, ending with status 0.
 @Suite(.serialized)
 struct DemoEndToEndTests {
-    @Test func theDemoDiscoversConnectsOverTLSAndFinishes() async throws {
+    @Test func theDemoDiscoversInvitesMeshesAndFinishes() async throws {
         let binary = try MultipeerBinary.require()
         let result = try await offPool { try Subprocess.run("/usr/bin/timeout", ["30", binary, "demo"]) }
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         func seen(_ text: String) -> Bool { lines.contains { $0.contains(text) } }
-        #expect(seen("found   Alice") && seen("found   Bob"))
-        #expect(seen("connected: Alice") && seen("authenticated, TLSv1.3"))
-        #expect(seen("verification code"))
-        #expect(seen("Carol received: hello Carol, Alice here (you said: hello from Carol)"))
-        #expect(seen("Alice saw the connection end: closedByPeer"))
-        #expect(seen("Carol closed the connection: closedLocally"))
-        #expect(seen("updated Alice") && seen("lost    Bob"))
+        for name in ["Alice", "Bob", "Dave"] { #expect(seen("found \(name) [")) }
+        #expect(seen("Alice: invitation from Carol [") && seen("(code ") && seen("): lunch?; accepts"))
+        #expect(seen("invitation to Alice: accepted") && seen("invitation to Bob: accepted"))
+        #expect(seen("invitation to Dave: declined: in a meeting"))
+        #expect(seen("Carol's session: Dave notConnected (declined: in a meeting)"))
+        #expect(seen("Alice's session: Bob connected (joined through an introduction)"))
+        #expect(seen("all three linked: yes"))
+        #expect(seen("Alice received from Carol: hello everyone") && seen("Bob received from Carol: hello everyone"))
+        #expect(seen("Bob received from Alice: see you at noon"))
+        #expect(seen("Alice: Bob's application has her message (acknowledged send returned)"))
+        #expect(seen("updated Alice [") && seen("status=busy"))
+        #expect(seen("Carol's session: Bob notConnected (left)") && seen("Alice's session: Bob notConnected (left)"))
+        #expect(seen("lost Bob ["))
         #expect(lines.last?.hasSuffix("done") == true)
     }
 }
