@@ -165,8 +165,11 @@ actor Chat {
             if let text { fields.append(("text", text)) }
             Output.line("{" + fields.map { "\(Output.json($0.0)):\(Output.json($0.1))" }.joined(separator: ",") + "}")
         } else {
-            let words = ([event, name] + extra.map(\.1)).joined(separator: " ")
-            Output.line(text.map { "\(words): \($0)" } ?? words)
+            // Names, reasons and messages come from peers: control characters are escaped, so no peer can
+            // forge an event line of its own.
+            let words = ([event, Output.escaped(name)] + extra.map(\.1)).joined(separator: " ")
+            Output.line(
+                text.flatMap { $0.isEmpty && event != "message" ? nil : "\(words): \(Output.escaped($0))" } ?? words)
         }
     }
 
@@ -215,14 +218,14 @@ actor Chat {
         if json {
             print("invitation", name, context, extra: [("code", code)])
         } else {
-            Output.line("invitation from \(name) code \(code): \(context)")
+            Output.line("invitation from \(Output.escaped(name)) code \(code): \(Output.escaped(context))")
         }
         switch accept {
         case .all:
             do {
                 try await invitation.accept(into: session)
             } catch {
-                print("refused", name, error.reason)
+                Output.error("could not accept \(name): \(error.reason)")
             }
         case .none:
             invitation.decline(reason: "not accepting invitations")
@@ -262,9 +265,15 @@ actor Chat {
             }
             return .next
         }
-        let words = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true).map(String.init)
-        let name = words.count > 1 ? words[1] : ""
-        let rest = words.count > 2 ? words[2] : ""
+        let command = String(line.prefix { $0 != " " })
+        let argument = String(line.dropFirst(command.count).drop { $0 == " " })
+        // A display name may hold spaces: the longest name this chat knows that starts the argument wins.
+        let names = Set(found.keys).union(connected.keys).union(pending.keys)
+        let name =
+            names.filter { argument == $0 || argument.hasPrefix($0 + " ") }.max { $0.count < $1.count }
+            ?? String(argument.prefix { $0 != " " })
+        let rest = String(argument.dropFirst(name.count).drop { $0 == " " })
+        let words = [command, name] + (rest.isEmpty ? [] : [rest])
         switch words.first {
         case "/quit":
             return .quit
@@ -282,7 +291,7 @@ actor Chat {
             do {
                 try await invitation.accept(into: session)
             } catch {
-                print("refused", name, error.reason)
+                Output.error("could not accept \(name): \(error.reason)")
             }
         case "/decline":
             guard let invitation = pending.removeValue(forKey: name) else {

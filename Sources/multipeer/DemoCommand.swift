@@ -68,10 +68,14 @@ struct DemoCommand {
                         let context = String(decoding: invitation.context, as: UTF8.self)
                         let code = invitation.verificationCode.map { "\($0)" } ?? "none"
                         if name == "Dave" {
-                            Output.line(stamp() + "Dave: invitation from \(invitation.peer) (code \(code)): \(context); declines")
+                            Output.line(
+                                stamp()
+                                    + "Dave: invitation from \(invitation.peer) (code \(code)): \(context); declines")
                             invitation.decline(reason: "in a meeting")
                         } else {
-                            Output.line(stamp() + "\(name): invitation from \(invitation.peer) (code \(code)): \(context); accepts")
+                            Output.line(
+                                stamp()
+                                    + "\(name): invitation from \(invitation.peer) (code \(code)): \(context); accepts")
                             try? await invitation.accept(into: member.session)
                         }
                     }

@@ -11,6 +11,22 @@ enum Output {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
+    /// Text with control characters escaped (`\n`, `\t`, `\u{1b}`...), so text from a peer stays on its line.
+    static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case let c where c.value < 0x20 || c.value == 0x7F: out += "\\u{\(String(c.value, radix: 16))}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
     /// A JSON string literal.
     static func json(_ string: String) -> String {
         var out = "\""

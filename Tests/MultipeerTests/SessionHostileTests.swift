@@ -86,13 +86,17 @@ struct SessionHostileTests {
             Issue.record("a replayed proof was accepted")
             return
         }
-        // The same secret bound to the right connection is a member's: accepted.
+        // The secret bound to the right connection is still not enough: no member introduced this peer (a
+        // former member or an eavesdropper may know a secret), so it is refused after the introduction wait.
         try first.sendSessionMessage(
             SessionWire.encode(
                 .join(
                     linkID: linkID, sessionID: sessionID,
                     proof: SessionWire.joinProof(secret: secret, binding: first.sessionBinding, linkID: linkID))))
-        #expect(try await Self.nextControl(first) == .joinAnswer(accepted: true, reason: ""))
+        #expect(
+            try await Self.nextControl(first)
+                == .joinAnswer(accepted: false, reason: "no member of this session introduced you"))
+        #expect(await bob.session.connectedPeers.map(\.displayName) == ["Alice"])
         await alice.shutdown()
         await bob.shutdown()
     }

@@ -218,3 +218,29 @@ extension SessionInvitationTests {
         await bob.shutdown()
     }
 }
+
+extension SessionInvitationTests {
+    /// The inviter gives up while the invitee's verification hook is still thinking: accepting afterwards must
+    /// not leave a member that is not there.
+    @Test func anInviterThatGaveUpDuringTheHookIsNotAGhostMember() async throws {
+        var configuration = SessionConfiguration()
+        configuration.verifyPeer = { _ in
+            try? await Task.sleep(for: .milliseconds(400))
+            return .accept
+        }
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob", configuration: configuration)
+        let accepted = Task {
+            var invitations = bob.advertiser.invitations.makeAsyncIterator()
+            let invitation = try #require(await invitations.next())
+            try await invitation.accept(into: bob.session)
+        }
+        #expect(await alice.invite(bob, timeout: .milliseconds(150)) == .timedOut)
+        await #expect(throws: SessionError.self) { try await accepted.value }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(await bob.session.connectedPeers.isEmpty)
+        #expect(!bob.recorder.states.contains { $0.hasPrefix("Alice connected") }, "\(bob.recorder.states)")
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+}

@@ -25,6 +25,8 @@ public final class Invitation: Sendable, CustomStringConvertible {
 
     let link: Link
     let id: [UInt8]
+    /// The identity and security of the advertiser's listener the invitation came through.
+    let listener: PeerNetwork.ListenerKey
     private let state = Mutex<State>(.pending)
     private let onEnd: @Sendable () -> Void
     private let timer = Mutex<SessionTimer?>(nil)
@@ -37,9 +39,10 @@ public final class Invitation: Sendable, CustomStringConvertible {
 
     init(
         link: Link, id: [UInt8], context: [UInt8], timeout: Duration, serviceType: String,
-        onEnd: @escaping @Sendable () -> Void
+        listener: PeerNetwork.ListenerKey, onEnd: @escaping @Sendable () -> Void
     ) {
         self.link = link
+        self.listener = listener
         self.id = id
         peer = link.peer
         self.context = context

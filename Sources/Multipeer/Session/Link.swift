@@ -27,7 +27,8 @@ final class Link: Sendable {
         var linkID: [UInt8] = []
         var listenPort: UInt16?
         var sessionID: [UInt8]?
-        var waiting: [CheckedContinuation<Void, Never>] = []
+        /// Why the connection ended, once the reader saw it end.
+        var closedReason: String?
     }
 
     init(connection: PeerConnection, isDialer: Bool, linkID: [UInt8] = []) {
@@ -60,12 +61,17 @@ final class Link: Sendable {
     /// The fingerprint of the side that dialed.
     func dialerFingerprint(local: PeerFingerprint) -> PeerFingerprint { isDialer ? local : fingerprint }
 
-    /// Hands events to `handler` from now on; starts the reader the first time.
+    /// Hands events to `handler` from now on; starts the reader the first time. A handler installed after the
+    /// connection ended is told so at once, so no owner waits for an end that already happened.
     func setHandler(_ handler: @escaping Handler) {
-        let start = state.withLock { state -> Bool in
+        let (start, closed) = state.withLock { state -> (Bool, String?) in
             state.handler = handler
             defer { state.started = true }
-            return !state.started
+            return (!state.started, state.started ? state.closedReason : nil)
+        }
+        if let closed {
+            Task { await handler(self, .closed(reason: closed)) }
+            return
         }
         guard start else { return }
         let connection = connection
@@ -81,10 +87,18 @@ final class Link: Sendable {
                 guard let message else { continue }
                 await currentHandler()(self, .message(message))
             }
-            let error = await connection.closed()
-            await currentHandler()(self, .closed(reason: Link.describe(error)))
+            let reason = Link.describe(await connection.closed())
+            // Recorded together with the handler it goes to: a handler set later gets it from setHandler.
+            let handler = state.withLock { state -> Handler in
+                state.closedReason = reason
+                return state.handler ?? Link.ignore
+            }
+            await handler(self, .closed(reason: reason))
         }
     }
+
+    /// Whether the reader saw the connection end.
+    var isClosed: Bool { state.withLock { $0.closedReason != nil } }
 
     private func currentHandler() -> Handler {
         state.withLock { $0.handler } ?? Link.ignore

@@ -189,7 +189,8 @@ public final class PeerAdvertiser: Sendable {
             timeoutMilliseconds == 0 ? Duration.seconds(30) : .milliseconds(Int64(timeoutMilliseconds)),
             limits.maximumTimeout)
         let invitation = Invitation(
-            link: link, id: id, context: context, timeout: timeout, serviceType: serviceType.description
+            link: link, id: id, context: context, timeout: timeout, serviceType: serviceType.description,
+            listener: key.listener
         ) { [weak self] in self?.release(peer) }
         let loop = network.loop
         invitation.attach(
@@ -225,14 +226,18 @@ public final class PeerAdvertiser: Sendable {
             return link.close("already connected")
         }
         guard invitation.isOpen else { return }
-        if case .dropped = sink.yield(invitation) {
-            if invitation.close("was refused: the application has too many unread invitations") {
-                link.send(.inviteAnswer(id: id, answer: .refused, reason: "busy: too many unread invitations"))
-                link.close("busy")
-            }
+        let unread: String
+        switch sink.yield(invitation) {
+        case .enqueued:
+            state.withLock { $0.statistics.delivered += 1 }
             return
+        case .terminated: unread = "the peer stopped advertising"
+        default: unread = "busy: too many unread invitations"
         }
-        state.withLock { $0.statistics.delivered += 1 }
+        if invitation.close("was refused: \(unread)") {
+            link.send(.inviteAnswer(id: id, answer: .refused, reason: unread))
+            link.close("invitation refused")
+        }
     }
 
     private func release(_ peer: PeerFingerprint) {

@@ -49,6 +49,9 @@ public final class PeerBrowser: Sendable {
         var instances: [String: (PeerFingerprint, DiscoveredService)] = [:]
         /// What was last reported per peer.
         var peers: [PeerFingerprint: DiscoveredPeer] = [:]
+        /// Every address of every instance that names the peer, each with its instance's port: an invitation
+        /// tries them all, so an instance that merely claims the peer's identity cannot decide where we dial.
+        var dial: [PeerFingerprint: [SocketAddress]] = [:]
         var ignored = 0
     }
 
@@ -106,12 +109,16 @@ public final class PeerBrowser: Sendable {
     public func invite(
         _ peer: Peer, into session: Session, context: [UInt8] = [], timeout: Duration = .seconds(30)
     ) async -> InvitationOutcome {
-        guard let found = state.withLock({ $0.peers[peer.claimedFingerprint] }) else {
+        guard
+            let (found, addresses) = state.withLock({ state -> (DiscoveredPeer, [SocketAddress])? in
+                guard let found = state.peers[peer.claimedFingerprint] else { return nil }
+                return (found, state.dial[peer.claimedFingerprint] ?? [])
+            })
+        else {
             return .unreachable(
                 ConnectionError(
                     code: .unreachable, reason: "\(peer.displayName) is not (or no longer) found by this browser"))
         }
-        let addresses = PeerConnection.socketAddresses(found.addresses, port: found.port)
         return await session.invite(
             found.peer, addresses: addresses, serviceType: serviceType.description, context: context, timeout: timeout)
     }
@@ -137,9 +144,18 @@ public final class PeerBrowser: Sendable {
                 let current = state.instances.values.filter { $0.0 == fp }.map(\.1).sorted { $0.name < $1.name }
                 guard let primary = current.first, let advertisement = try? PeerAdvertisement(parsing: primary.txt)
                 else {
+                    state.dial[fp] = nil
                     if let gone = state.peers.removeValue(forKey: fp) { out.append(.lost(gone.peer)) }
                     continue
                 }
+                var dial: [SocketAddress] = []
+                for service in current {
+                    for address in PeerConnection.socketAddresses(service.addresses, port: service.port)
+                    where !dial.contains(address) && dial.count < 32 {
+                        dial.append(address)
+                    }
+                }
+                state.dial[fp] = dial
                 var addresses: [DiscoveredAddress] = []
                 var interfaces: [String] = []
                 for service in current where service.port == primary.port {

@@ -33,10 +33,13 @@ public actor Session {
     private var joining: Set<PeerFingerprint> = []
     private var inviting: [PeerFingerprint: Int] = [:]
     private var known: [PeerFingerprint: SessionWire.Member] = [:]
-    private var states: [PeerFingerprint: PeerState] = [:]
+    private var states: [PeerFingerprint: (peer: Peer, state: PeerState)] = [:]
     private var answers: [[UInt8]: CheckedContinuation<InvitationOutcome, Never>] = [:]
-    private var ackWaiters: [UInt64: (PeerFingerprint, CheckedContinuation<SessionError?, Never>)] = [:]
-    private var ackResults: [UInt64: SessionError?] = [:]
+    /// Acknowledged sends not yet answered, by message id: registered before the message is queued, so a
+    /// receipt is accepted only from the peer (and link) it was sent to, and only once.
+    private var pendingAcks: [UInt64: PendingAck] = [:]
+    /// Links being dialed for a join, so disconnecting can close them.
+    private var joinLinks: [PeerFingerprint: Link] = [:]
     private var nextMessageID: UInt64 = 1
     private var isDisconnected = false
 
@@ -73,7 +76,8 @@ public actor Session {
     /// Events dropped because the application did not read ``events``.
     public nonisolated var droppedEvents: Int { dropped.value }
 
-    /// The messages members send, in each sender's order; ends when the session disconnects. One reader.
+    /// The messages members send, in each sender's order; ends when the session disconnects. Several readers
+    /// share them (each message goes to one).
     public nonisolated var messages: Messages { Messages(inbox: inbox) }
 
     /// The received messages as an `AsyncSequence`.
@@ -138,20 +142,52 @@ public actor Session {
             framed.append(UInt8(truncatingIfNeeded: id >> UInt64(shift)))
         }
         framed += data
+        pendingAcks[id] = PendingAck(fingerprint: peer.claimedFingerprint, link: ObjectIdentifier(link))
         do {
             try await link.connection.send(framed)
         } catch {
+            pendingAcks[id] = nil
             throw Self.sendError(error, peer: link.peer)
         }
-        let failure: SessionError?
-        if let early = ackResults.removeValue(forKey: id) {
-            failure = early
-        } else if members[peer.claimedFingerprint] !== link {
-            failure = SessionError(.notConnected, "\(peer.displayName) left before the message was delivered")
-        } else {
-            failure = await withCheckedContinuation { ackWaiters[id] = (peer.claimedFingerprint, $0) }
+        guard var pending = pendingAcks[id] else {
+            throw SessionError(.cancelled, "the session was disconnected")
+        }
+        if let outcome = pending.outcome {
+            pendingAcks[id] = nil
+            if let failure = outcome { throw failure }
+            return
+        }
+        let failure = await withCheckedContinuation { (continuation: CheckedContinuation<SessionError?, Never>) in
+            pending.waiter = continuation
+            pendingAcks[id] = pending
         }
         if let failure { throw failure }
+    }
+
+    /// An acknowledged send waiting for its receipt.
+    struct PendingAck {
+        let fingerprint: PeerFingerprint
+        let link: ObjectIdentifier
+        /// Set when the receipt (nil) or the failure came before anyone waited.
+        var outcome: SessionError??
+        var waiter: CheckedContinuation<SessionError?, Never>?
+
+        init(fingerprint: PeerFingerprint, link: ObjectIdentifier) {
+            self.fingerprint = fingerprint
+            self.link = link
+        }
+    }
+
+    /// Ends an acknowledged send with a receipt (nil) or a failure.
+    private func finishAck(_ id: UInt64, _ failure: SessionError?) {
+        guard var pending = pendingAcks[id] else { return }
+        if let waiter = pending.waiter {
+            pendingAcks[id] = nil
+            waiter.resume(returning: failure)
+        } else {
+            pending.outcome = .some(failure)
+            pendingAcks[id] = pending
+        }
     }
 
     /// Opens a byte stream to a member; the writer waits while the reader is slow.
@@ -179,10 +215,17 @@ public actor Session {
             report(link.peer, .notConnected, "this side left the session")
         }
         members = [:]
-        for (_, waiter) in ackWaiters {
-            waiter.1.resume(returning: SessionError(.cancelled, "the session was disconnected"))
+        for id in Array(pendingAcks.keys) { finishAck(id, SessionError(.cancelled, "the session was disconnected")) }
+        for (id, continuation) in answers {
+            continuation.resume(returning: .refused(reason: "the session was disconnected"))
+            answers[id] = nil
         }
-        ackWaiters = [:]
+        for link in joinLinks.values { link.close("left the session") }
+        joinLinks = [:]
+        for (peer, state) in states.values where state == .connecting {
+            _ = eventSink.yield(.peerChanged(peer, .notConnected, reason: "this side left the session"))
+        }
+        states = [:]
         await network.unregister(self)
         inbox.finish()
         eventSink.finish()
@@ -211,8 +254,19 @@ public actor Session {
         report(peer, .connecting, "inviting")
         inviting[fp, default: 0] += 1
         await network.beginOutgoing(to: fp)
-        let outcome = await runInvitation(
+        var outcome = await runInvitation(
             peer, addresses: addresses, serviceType: serviceType, context: context, timeout: timeout)
+        if outcome == .accepted, members[fp] == nil {
+            // "Already connected": the link the peer means is being adopted here right now (a crossing
+            // invitation), or it is a stale one the peer has not noticed is gone.
+            let deadline = ContinuousClock.now + .seconds(2)
+            while members[fp] == nil, !isDisconnected, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            if members[fp] == nil {
+                outcome = .refused(reason: "the peer says it is already connected, but this session has no link to it")
+            }
+        }
         await network.endOutgoing(to: fp)
         inviting[fp] = inviting[fp, default: 1] > 1 ? inviting[fp]! - 1 : nil
         if members[fp] == nil, !joining.contains(fp), inviting[fp] == nil {
@@ -265,8 +319,9 @@ public actor Session {
         let answerTimer = SessionTimer(after: remaining, on: loop) { [weak self] in
             Task { await self?.invitationTimedOut(link, id: id, after: timeout) }
         }
+        let capped = min(remaining, .seconds(3_600_000))
         let milliseconds = UInt32(
-            clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000)
+            clamping: capped.components.seconds * 1000 + capped.components.attoseconds / 1_000_000_000_000_000)
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<InvitationOutcome, Never>) in
             answers[id] = continuation
             link.setHandler { [weak self] link, event in
@@ -298,8 +353,10 @@ public actor Session {
                     link.close("left the session")
                     return continuation.resume(returning: .refused(reason: "the session was disconnected"))
                 }
-                adopt(link, first: nil, reason: "accepted the invitation")
-                continuation.resume(returning: .accepted)
+                let kept = adopt(link, first: nil, reason: "accepted the invitation")
+                continuation.resume(
+                    returning: kept || members[link.fingerprint] != nil
+                        ? .accepted : .refused(reason: "this session is full (\(configuration.maximumPeers) peers)"))
             case .alreadyConnected:
                 link.close("already connected")
                 continuation.resume(returning: .accepted)
@@ -339,6 +396,15 @@ public actor Session {
             return SessionError(code, reason)
         }
         if isDisconnected { throw refuse(.cancelled, "the session was disconnected") }
+        // The invitation came through a listener with the advertiser's identity and group secret: admitting it
+        // into a session with others would let the advertiser's group feed this session, and members would later
+        // find this session's listener presenting another identity than the one they were introduced to.
+        if invitation.listener.fingerprint != identity.fingerprint {
+            throw refuse(.invalidParameter, "the advertiser's identity differs from the session's")
+        }
+        if invitation.listener.groupSecret != configuration.groupSecret {
+            throw refuse(.refused, "group secret: the advertiser's group secret differs from the session's")
+        }
         if let refusal = securityRefusal(link.connection) { throw refuse(.refused, refusal) }
         if members[fp] != nil {
             link.send(.inviteAnswer(id: invitation.id, answer: .alreadyConnected, reason: "already connected"))
@@ -353,6 +419,10 @@ public actor Session {
             throw refuse(.refused, "refused by the invitee's verification hook: \(reason)")
         }
         if isDisconnected { throw refuse(.cancelled, "the session was disconnected") }
+        if link.isClosed {
+            if members[fp] == nil { report(link.peer, .notConnected, "the inviter went away before the answer") }
+            throw SessionError(.invitationClosed, "the invitation from \(link.peer) ended before it was accepted")
+        }
         if members[fp] != nil {
             link.send(.inviteAnswer(id: invitation.id, answer: .alreadyConnected, reason: "already connected"))
             return link.close("already connected")
@@ -375,11 +445,17 @@ public actor Session {
     func hasMember(_ fingerprint: PeerFingerprint) -> Bool { members[fingerprint] != nil }
 
     /// A member introduced to us dialed and proves membership (called by the network's router).
+    ///
+    /// Admitted only with a valid proof for a secret this session knows **and** once a current member has
+    /// introduced the peer (its `members` gossip named it): knowing a secret alone (a former member, an
+    /// eavesdropper on a plaintext link) is not enough. The gossip and the join race, so the join waits up to
+    /// ``introductionWait`` for the introduction.
     func acceptJoin(_ link: Link, sessionID: [UInt8], proof: [UInt8]) async {
         func refuse(_ reason: String) {
             link.send(.joinAnswer(accepted: false, reason: reason))
             link.close("join refused")
         }
+        let fp = link.fingerprint
         guard let secret = secrets[sessionID],
             HMACSHA256.constantTimeEqual(
                 proof,
@@ -388,7 +464,14 @@ public actor Session {
             return refuse("the membership proof is wrong: only members of this session can join it this way")
         }
         if let refusal = securityRefusal(link.connection) { return refuse(refusal) }
-        if members[link.fingerprint] == nil, members.count + 1 >= configuration.maximumPeers {
+        let deadline = ContinuousClock.now + Self.introductionWait
+        while known[fp] == nil, members[fp] == nil, !isDisconnected, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        guard known[fp] != nil || members[fp] != nil else {
+            return refuse("no member of this session introduced you")
+        }
+        if members[fp] == nil, members.count + 1 >= configuration.maximumPeers {
             return refuse("the session is full (\(configuration.maximumPeers) peers)")
         }
         if case .refuse(let reason) = await verify(link.connection) {
@@ -398,12 +481,19 @@ public actor Session {
         adopt(link, first: .joinAnswer(accepted: true, reason: ""), reason: "joined through an introduction")
     }
 
+    /// How long a join waits for the introduction that names its dialer.
+    static let introductionWait: Duration = .seconds(5)
+
+    /// The reason a duplicate join or invitation is turned away: the two are linked already, so the other end
+    /// reports nothing.
+    static let alreadyLinked = "already connected through another link"
+
     /// Dials a member we were told about, to join it (the lower identity dials).
     private func dialJoin(_ member: SessionWire.Member, introducedBy: String) {
         let fp = member.fingerprint
         guard !isDisconnected, members[fp] == nil, !joining.contains(fp), inviting[fp] == nil,
             let secret = secrets[member.sessionID], !member.addresses.isEmpty,
-            members.count + 1 < configuration.maximumPeers
+            members.count + joining.count + 1 < configuration.maximumPeers
         else { return }
         joining.insert(fp)
         let peer = Peer(identity: .advertised(fp), displayName: member.displayName)
@@ -446,12 +536,18 @@ public actor Session {
         }
         if isDisconnected || members[fp] != nil {
             joining.remove(fp)
-            _ = await conn.close(code: 0, reason: "already connected")
+            _ = await conn.close(code: 0, reason: Self.alreadyLinked)
             return
         }
         let linkID = SecureRandom.bytes(SessionWire.idLength)
         let link = Link(connection: conn, isDialer: true, linkID: linkID)
+        joinLinks[fp] = link
+        // No answer within the dial timeout (the member's hook may never return): give up with a reason.
+        let timer = SessionTimer(after: connection.dialTimeout, on: network.loop) { [weak self] in
+            Task { await self?.joinTimedOut(link) }
+        }
         link.setHandler { [weak self] link, event in
+            timer.cancel()
             guard let self else { return link.close("the session is gone") }
             await self.joinerEvent(link, event)
         }
@@ -461,9 +557,26 @@ public actor Session {
                 proof: SessionWire.joinProof(secret: secret, binding: conn.sessionBinding, linkID: linkID)))
     }
 
+    private func joinTimedOut(_ link: Link) {
+        let fp = link.fingerprint
+        guard joinLinks[fp] === link else { return }
+        joinLinks[fp] = nil
+        joining.remove(fp)
+        link.close("no answer to the join")
+        if members[fp] == nil, inviting[fp] == nil {
+            report(link.peer, .notConnected, "the introduced member did not answer within \(connection.dialTimeout)")
+        }
+    }
+
     private func joinerEvent(_ link: Link, _ event: Link.Event) {
         let fp = link.fingerprint
-        guard joining.contains(fp) else { return link.close("no longer joining") }
+        guard joinLinks[fp] === link else {
+            if case .message(.joinAnswer(true, _)) = event {
+                adopt(link, first: nil, reason: "joined through an introduction")
+            }
+            return
+        }
+        joinLinks[fp] = nil
         joining.remove(fp)
         switch event {
         case .message(.joinAnswer(true, _)):
@@ -471,10 +584,13 @@ public actor Session {
                 link.send(.leave(reason: "left"))
                 return link.close("left the session")
             }
+            // Whatever else happened meanwhile (an invitation linked us too), the duplicate rule decides.
             adopt(link, first: nil, reason: "joined through an introduction")
         case .message(.joinAnswer(false, let reason)):
             link.close("join refused")
-            if members[fp] == nil, inviting[fp] == nil { report(link.peer, .notConnected, "join refused: \(reason)") }
+            if members[fp] == nil, inviting[fp] == nil, reason != Self.alreadyLinked {
+                report(link.peer, .notConnected, "join refused: \(reason)")
+            }
         case .message:
             link.close("expected an answer to the join")
             if members[fp] == nil, inviting[fp] == nil {
@@ -487,23 +603,41 @@ public actor Session {
 
     // MARK: Members
 
-    /// Makes a link the member link for its peer (or closes it, when the peer already has the better link),
-    /// sends `first` (the answer that admits the peer), and shares what this side knows.
-    private func adopt(_ link: Link, first: SessionWire.Message?, reason: String) {
+    /// How long a link that lost the duplicate-link rule stays open before it is closed, so the other end has
+    /// switched to the kept link first (and reports nothing) and what was already sent on it still arrives.
+    static let duplicateGrace: Duration = .seconds(2)
+
+    /// Makes a link the member link for its peer (or turns it away, when the peer already has the better link
+    /// or the session is full), sends `first` (the answer that admits the peer), and shares what this side
+    /// knows. Returns whether the link was kept.
+    @discardableResult
+    private func adopt(_ link: Link, first: SessionWire.Message?, reason: String) -> Bool {
         let fp = link.fingerprint
         joining.remove(fp)
+        func turnAway(_ why: String, closeAfterGrace: Bool) {
+            if case .inviteAnswer(let id, _, _) = first {
+                link.send(
+                    .inviteAnswer(
+                        id: id, answer: why == Self.alreadyLinked ? .alreadyConnected : .refused, reason: why))
+            } else if first != nil {
+                link.send(.joinAnswer(accepted: false, reason: why))
+            }
+            if closeAfterGrace { closeLater(link, why) } else { link.close(why) }
+        }
         if let existing = members[fp], existing !== link {
             if Self.prefers(existing, over: link, local: identity.fingerprint) {
-                if case .inviteAnswer(let id, _, _) = first {
-                    link.send(.inviteAnswer(id: id, answer: .alreadyConnected, reason: "already connected"))
-                } else if first != nil {
-                    link.send(.joinAnswer(accepted: false, reason: "already connected through another link"))
-                }
-                return link.close("duplicate link")
+                turnAway(Self.alreadyLinked, closeAfterGrace: true)
+                return false
             }
             members[fp] = link
-            existing.close("replaced by a duplicate link")
+            closeLater(existing, "replaced by a duplicate link")
+            failAcksLater(existing)
         } else {
+            guard members.count + 1 < configuration.maximumPeers else {
+                turnAway("the session is full (\(configuration.maximumPeers) peers)", closeAfterGrace: false)
+                if first == nil { report(link.peer, .notConnected, "this session is full") }
+                return false
+            }
             members[fp] = link
             report(link.peer, .connected, reason)
         }
@@ -514,21 +648,49 @@ public actor Session {
         if let first { link.send(first) }
         link.send(.sessions(listenPort: listenPort, current: currentID, secrets: secrets))
         startPumps(link)
+        return true
     }
 
-    /// The duplicate-link rule both ends apply alike: keep the link dialed by the lower identity; between two
-    /// links one side dialed, keep the one with the lower link identifier.
+    /// Closes a link that is no longer the member link after ``duplicateGrace``, unless it became the member
+    /// link again meanwhile (the other one failed).
+    private func closeLater(_ link: Link, _ reason: String) {
+        _ = SessionTimer(after: Self.duplicateGrace, on: network.loop) { [weak self] in
+            Task {
+                guard let self, await !self.isMemberLink(link) else { return }
+                link.close(reason)
+            }
+        }
+    }
+
+    private func isMemberLink(_ link: Link) -> Bool { members[link.fingerprint] === link }
+
+    /// Acknowledged sends on a replaced link get their receipts on it until it closes; then they fail.
+    private func failAcksLater(_ link: Link) {
+        Task { [weak self] in
+            _ = await link.connection.closed()
+            await self?.failAcks(on: link, reason: "it was replaced by a duplicate link")
+        }
+    }
+
+    /// The duplicate-link rule both ends apply alike: an authenticated link beats a plaintext one (a claim
+    /// never replaces a proof); then the link dialed by the lower identity; then, between two links one side
+    /// dialed, the lower link identifier; when everything is equal, the existing link (`a`) stays.
     static func prefers(_ a: Link, over b: Link, local: PeerFingerprint) -> Bool {
+        if a.peer.isAuthenticated != b.peer.isAuthenticated { return a.peer.isAuthenticated }
         let dialerA = a.dialerFingerprint(local: local)
         let dialerB = b.dialerFingerprint(local: local)
         if dialerA != dialerB { return dialerA.bytes.lexicographicallyPrecedes(dialerB.bytes) }
-        return a.linkID.lexicographicallyPrecedes(b.linkID)
+        return !b.linkID.lexicographicallyPrecedes(a.linkID)
     }
 
     private func memberEvent(_ link: Link, _ event: Link.Event) {
         let fp = link.fingerprint
         guard members[fp] === link else {
-            if case .message(.delivered(let id)) = event { deliveredReceipt(id, from: fp) }
+            switch event {
+            case .message(.delivered(let id)): deliveredReceipt(id, from: link)
+            case .closed(let reason): failAcks(on: link, reason: reason)
+            default: break
+            }
             return
         }
         switch event {
@@ -536,13 +698,13 @@ public actor Session {
             let first = link.listenPort == nil
             link.listenPort = port
             link.sessionID = current
-            var added: [[UInt8]: [UInt8]] = [:]
+            var added = false
             for (id, secret) in received where secrets[id] == nil && secrets.count < SessionWire.Limits.sessions {
                 secrets[id] = secret
-                added[id] = secret
+                added = true
             }
             if current.lexicographicallyPrecedes(currentID), secrets[current] != nil { currentID = current }
-            if !added.isEmpty {
+            if added {
                 for other in members.values where other !== link {
                     other.send(.sessions(listenPort: listenPort, current: currentID, secrets: secrets))
                 }
@@ -559,7 +721,9 @@ public actor Session {
         case .message(.members(let list)):
             var fresh: [SessionWire.Member] = []
             for member in list where member.fingerprint != identity.fingerprint && members[member.fingerprint] == nil {
-                if known[member.fingerprint] == nil, known.count < configuration.maximumPeers * 4 {
+                if known[member.fingerprint] == nil {
+                    // Bounded: a member cannot make us remember (or dial) more peers than a session can hold.
+                    guard known.count < configuration.maximumPeers * 4 else { continue }
                     fresh.append(member)
                 }
                 known[member.fingerprint] = member
@@ -574,7 +738,7 @@ public actor Session {
             depart(link, reason: reason.isEmpty ? "left" : reason)
             link.close("left")
         case .message(.delivered(let id)):
-            deliveredReceipt(id, from: fp)
+            deliveredReceipt(id, from: link)
         case .message:
             link.close("unexpected control message from a member")
         case .closed(let reason):
@@ -588,20 +752,23 @@ public actor Session {
         members[fp] = nil
         known[fp] = nil
         report(link.peer, .notConnected, reason)
-        for (id, waiter) in ackWaiters where waiter.0 == fp {
-            ackWaiters[id] = nil
-            waiter.1.resume(
-                returning: SessionError(
-                    .notConnected, "\(link.peer.displayName) left before the receipt arrived: \(reason)"))
-        }
+        failAcks(on: link, reason: reason)
     }
 
-    private func deliveredReceipt(_ id: UInt64, from fp: PeerFingerprint) {
-        if let waiter = ackWaiters[id], waiter.0 == fp {
-            ackWaiters[id] = nil
-            waiter.1.resume(returning: nil)
-        } else if id < nextMessageID, ackResults.count < 4096 {
-            ackResults[id] = .some(nil)
+    private func deliveredReceipt(_ id: UInt64, from link: Link) {
+        guard let pending = pendingAcks[id], pending.fingerprint == link.fingerprint,
+            pending.link == ObjectIdentifier(link)
+        else { return }
+        finishAck(id, nil)
+    }
+
+    /// Fails the acknowledged sends that went out on a link that ended.
+    private func failAcks(on link: Link, reason: String) {
+        for (id, pending) in pendingAcks where pending.link == ObjectIdentifier(link) {
+            finishAck(
+                id,
+                SessionError(
+                    .notConnected, "\(link.peer.displayName)'s link ended before the receipt arrived: \(reason)"))
         }
     }
 
@@ -656,9 +823,10 @@ public actor Session {
 
     private func report(_ peer: Peer, _ state: PeerState, _ reason: String) {
         let fp = peer.claimedFingerprint
-        if state != .notConnected, states[fp] == state { return }
-        if state == .notConnected, states[fp] == nil { return }
-        states[fp] = state == .notConnected ? nil : state
+        let previous = states[fp]?.state
+        if state != .notConnected, previous == state { return }
+        if state == .notConnected, previous == nil { return }
+        states[fp] = state == .notConnected ? nil : (peer, state)
         if case .dropped = eventSink.yield(.peerChanged(peer, state, reason: reason)) {
             dropped.add()
         }

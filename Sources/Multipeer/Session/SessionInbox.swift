@@ -15,7 +15,7 @@ final class SessionInbox: Sendable {
         var head = 0
         var bytes = 0
         var finished = false
-        var consumer: CheckedContinuation<Entry?, Never>?
+        var consumers: [CheckedContinuation<Entry?, Never>] = []
         var producers: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -34,10 +34,7 @@ final class SessionInbox: Sendable {
             enum Step { case delivered(CheckedContinuation<Entry?, Never>), queued, full, dropped }
             let step = state.withLock { state -> Step in
                 if state.finished { return .dropped }
-                if let consumer = state.consumer {
-                    state.consumer = nil
-                    return .delivered(consumer)
-                }
+                if !state.consumers.isEmpty { return .delivered(state.consumers.removeFirst()) }
                 let count = state.queue.count - state.head
                 // Always admit one message, however large, so a message bigger than the byte limit still passes.
                 guard count == 0 || (count < messageLimit && state.bytes + entry.message.data.count <= byteLimit)
@@ -66,7 +63,7 @@ final class SessionInbox: Sendable {
         }
     }
 
-    /// The next message, waiting for one; nil once finished and drained. One consumer at a time.
+    /// The next message, waiting for one; nil once finished and drained. Several readers take turns.
     func next() async -> Entry? {
         await withCheckedContinuation { (continuation: CheckedContinuation<Entry?, Never>) in
             let (ready, wake) = state.withLock { state -> (Entry??, [CheckedContinuation<Void, Never>]) in
@@ -83,7 +80,7 @@ final class SessionInbox: Sendable {
                     return (.some(entry), wake)
                 }
                 if state.finished { return (.some(nil), []) }
-                state.consumer = continuation
+                state.consumers.append(continuation)
                 return (nil, [])
             }
             for producer in wake { producer.resume() }
@@ -93,15 +90,15 @@ final class SessionInbox: Sendable {
 
     /// Ends the inbox: waiting producers drop their messages, the consumer gets what is queued, then nil.
     func finish() {
-        let (consumer, producers) = state.withLock { state in
+        let (consumers, producers) = state.withLock { state in
             state.finished = true
             defer {
-                state.consumer = nil
+                state.consumers = []
                 state.producers = []
             }
-            return (state.head < state.queue.count ? nil : state.consumer, state.producers)
+            return (state.consumers, state.producers)
         }
-        consumer?.resume(returning: nil)
+        for consumer in consumers { consumer.resume(returning: nil) }
         for producer in producers { producer.resume() }
     }
 }

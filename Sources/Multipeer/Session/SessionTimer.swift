@@ -10,7 +10,7 @@ final class SessionTimer: Sendable {
     /// Starts a timer that runs `work` after `delay`, off the loop thread.
     init(after delay: Duration, on loop: EventLoop, _ work: @escaping @Sendable () -> Void) {
         self.loop = loop
-        _ = loop.execute { [self] in
+        let scheduled = loop.execute { [self] in
             let id = loop.scheduleTimer(after: delay) { [self] in
                 let fire = state.withLock { state -> Bool in
                     guard !state.done else { return false }
@@ -24,6 +24,15 @@ final class SessionTimer: Sendable {
                 return state.done
             }
             if cancelled { loop.cancelTimer(id) }
+        }
+        // A loop that was shut down runs nothing: fire now, so whoever waits on the timer is not left waiting.
+        if !scheduled,
+            state.withLock({ state in
+                defer { state.done = true }
+                return !state.done
+            })
+        {
+            Task { work() }
         }
     }
 
