@@ -357,7 +357,7 @@ struct ConnectionCoreTests {
         #expect(sent > delivered)
     }
 
-    @Test func aHostilePeerObeyingFlowControlCannotMakeTheAcceptorHoldMoreThanItsWindow() throws {
+    @Test(.measuring) func aHostilePeerObeyingFlowControlCannotMakeTheAcceptorHoldMoreThanItsWindow() throws {
         // 64 messages of 16 MiB, each sent but for its last byte, so none completes, on as many message channels
         // as the peer likes, obeying every credit the acceptor grants. Before messages paid their credit until
         // taken, fragments gave their credit back on arrival and the acceptor held about 1 GiB.

@@ -211,7 +211,7 @@ struct PeerConnectionTests {
         await dialer.close()
     }
 
-    @Test func finishedConnectionsReleaseEverything() async throws {
+    @Test(.measuring) func finishedConnectionsReleaseEverything() async throws {
         // Thousands of connect/exchange/close cycles; afterwards no connection object and no descriptor is left
         // over (other suites run in this process at the same time, hence a little slack).
         for encryption in [EncryptionPreference.none, .required] {

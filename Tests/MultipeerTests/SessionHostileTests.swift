@@ -4,7 +4,7 @@ import Testing
 @testable import Multipeer
 
 /// Peers that do not follow the rules: forged introductions, invitation floods, oversized fields.
-@Suite("Session hostile peers")
+@Suite("Session hostile peers", .busy)
 struct SessionHostileTests {
     /// A raw connection to a node's listener, for sending control messages by hand.
     static func rawConnection(to node: SessionNode, as name: String = "Mallory") async throws -> PeerConnection {

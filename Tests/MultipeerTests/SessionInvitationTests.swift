@@ -4,7 +4,7 @@ import Testing
 @testable import Multipeer
 
 /// Invitations between in-process sessions over loopback: every outcome, seen the same on both sides.
-@Suite("Session invitations")
+@Suite("Session invitations", .busy)
 struct SessionInvitationTests {
     @Test func inviteThenAcceptConnectsBothSidesAndMessagesFlow() async throws {
         let alice = try await SessionNode("Alice")
@@ -223,9 +223,11 @@ extension SessionInvitationTests {
     /// The inviter gives up while the invitee's verification hook is still thinking: accepting afterwards must
     /// not leave a member that is not there.
     @Test func anInviterThatGaveUpDuringTheHookIsNotAGhostMember() async throws {
+        let hookRan = DropCounter()
         var configuration = SessionConfiguration()
         configuration.verifyPeer = { _ in
-            try? await Task.sleep(for: .milliseconds(400))
+            hookRan.add()
+            try? await Task.sleep(for: .seconds(2))
             return .accept
         }
         let alice = try await SessionNode("Alice")
@@ -235,8 +237,11 @@ extension SessionInvitationTests {
             let invitation = try #require(await invitations.next())
             try await invitation.accept(into: bob.session)
         }
-        #expect(await alice.invite(bob, timeout: .milliseconds(150)) == .timedOut)
+        #expect(await alice.invite(bob, timeout: .seconds(1)) == .timedOut)
+        // The advertiser stops, so a test where the invitation never arrived ends instead of hanging.
+        await bob.advertiser.stop()
         await #expect(throws: SessionError.self) { try await accepted.value }
+        #expect(hookRan.value == 1, "the invitee's hook was running when the inviter gave up")
         try await Task.sleep(for: .milliseconds(100))
         #expect(await bob.session.connectedPeers.isEmpty)
         #expect(!bob.recorder.states.contains { $0.hasPrefix("Alice connected") }, "\(bob.recorder.states)")

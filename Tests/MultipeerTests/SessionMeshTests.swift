@@ -6,7 +6,7 @@ import Testing
 
 /// Meshes of in-process sessions over loopback: crossing invitations, crowds, introductions, all-to-all
 /// traffic and departures.
-@Suite("Session meshes")
+@Suite("Session meshes", .busy)
 struct SessionMeshTests {
     /// The open connections all the nodes' listeners hold: one per linked pair once duplicates are closed.
     static func openLinks(_ nodes: [SessionNode]) async -> Int {
@@ -161,7 +161,7 @@ final class Tally: Sendable {
     var table: [String: [String: [Int]]] { state.withLock { $0 } }
 }
 
-@Suite("Session streams and modes")
+@Suite("Session streams and modes", .busy)
 struct SessionStreamTests {
     @Test func aNamedStreamCarriesBytesBackPressureAndItsEnd() async throws {
         let alice = try await SessionNode("Alice")

@@ -466,7 +466,7 @@ struct TLSMeasurements {
         return pages * sysconf(Int32(_SC_PAGESIZE))
     }
 
-    @Test("heap held by 1000 idle session pairs after their handshakes and after traffic")
+    @Test("heap held by 1000 idle session pairs after their handshakes and after traffic", .measuring)
     func idleMemory() throws {
         let pairCount = 1_000
         let clientContext = try TLSContext(identity: PeerIdentity.generate(displayName: "c"), role: .client)
