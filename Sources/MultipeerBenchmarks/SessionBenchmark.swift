@@ -265,7 +265,7 @@ enum SessionBenchmark {
             let start = ContinuousClock.now
             for _ in 0..<count {
                 let results = await sessions[0].send(payload, to: peers)
-                guard results.values.allSatisfy({ $0 == .enqueued }) else { throw BenchmarkError("send failed") }
+                guard results.values.allSatisfy(\.isEnqueued) else { throw BenchmarkError("send failed") }
             }
             let done = await waitUntil(.seconds(120)) {
                 zip(indices, before).allSatisfy { counters[$0.0].value.load(ordering: .relaxed) >= $0.1 + count }

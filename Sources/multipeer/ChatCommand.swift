@@ -238,14 +238,19 @@ actor Chat {
     private func sessionEvent(_ event: SessionEvent) {
         switch event {
         case .peerChanged(let peer, .connected, _):
+            let again = connected[peer.displayName] == peer
             connected[peer.displayName] = peer
-            print("connected", peer.displayName)
+            print(again ? "reconnected" : "connected", peer.displayName)
+        case .peerChanged(let peer, .reconnecting, let reason):
+            print("reconnecting", peer.displayName, reason)
         case .peerChanged(let peer, .notConnected, let reason):
             guard connected[peer.displayName] == peer else { return }
             connected[peer.displayName] = nil
             print("disconnected", peer.displayName, reason)
         case .peerChanged:
             break
+        case .undelivered(let peer, let numbers, let reason):
+            print("undelivered", peer.displayName, "\(numbers.count) messages: \(reason)")
         case .stream(let stream, let peer):
             print("stream", peer.displayName, stream.name)
             stream.reset()

@@ -29,6 +29,8 @@ final class Link: Sendable {
         var sessionID: [UInt8]?
         /// Why the connection ended, once the reader saw it end.
         var closedReason: String?
+        var generation = 0
+        var startedConversation = false
     }
 
     init(connection: PeerConnection, isDialer: Bool, linkID: [UInt8] = []) {
@@ -56,6 +58,18 @@ final class Link: Sendable {
     var sessionID: [UInt8]? {
         get { state.withLock { $0.sessionID } }
         set { state.withLock { $0.sessionID = newValue } }
+    }
+
+    /// The conversation generation this link carries, once it is a member link.
+    var generation: Int {
+        get { state.withLock { $0.generation } }
+        set { state.withLock { $0.generation = newValue } }
+    }
+
+    /// Whether the peer's `resume` arrived on this link (numbered messages flow from then on).
+    var startedConversation: Bool {
+        get { state.withLock { $0.startedConversation } }
+        set { state.withLock { $0.startedConversation = newValue } }
     }
 
     /// The fingerprint of the side that dialed.

@@ -35,12 +35,20 @@ public actor Session {
     private var known: [PeerFingerprint: SessionWire.Member] = [:]
     private var states: [PeerFingerprint: (peer: Peer, state: PeerState)] = [:]
     private var answers: [[UInt8]: CheckedContinuation<InvitationOutcome, Never>] = [:]
-    /// Acknowledged sends not yet answered, by message id: registered before the message is queued, so a
-    /// receipt is accepted only from the peer (and link) it was sent to, and only once.
-    private var pendingAcks: [UInt64: PendingAck] = [:]
+    /// Acknowledged sends waiting for their receipt, by peer and message number.
+    private var pendingAcks: [AckKey: CheckedContinuation<SessionError?, Never>] = [:]
+    /// Receipts that came before their sender started waiting (the message was read at once).
+    private var earlyReceipts: Set<AckKey> = []
+    /// What each member and reconnecting peer is owed and has sent: numbered messages across links.
+    private var conversations: [PeerFingerprint: Conversation] = [:]
+    /// The longest message each peer accepts, as its last link announced.
+    private var messageLimits: [PeerFingerprint: Int] = [:]
+    /// Peers whose link dropped and who are being reconnected, with what is needed to redial them.
+    private var reconnecting: [PeerFingerprint: Reconnection] = [:]
+    /// Receipts sent recently, per peer, sent again on a new link (a receipt lost with a link is not lost).
+    private var recentReceipts: [PeerFingerprint: [UInt64]] = [:]
     /// Links being dialed for a join, so disconnecting can close them.
     private var joinLinks: [PeerFingerprint: Link] = [:]
-    private var nextMessageID: UInt64 = 1
     private var isDisconnected = false
 
     /// Creates a session and starts the network's listener for its identity and security settings.
@@ -104,26 +112,48 @@ public actor Session {
 
     /// Sends a message to each of `peers`.
     ///
-    /// `.reliable` messages arrive exactly once and in order on each link, or the link's end is reported;
-    /// the call waits while a link's send buffer is full. `.unreliable` ones are dropped rather than queued.
-    /// - Returns: For every peer, `enqueued` or why not (`notConnected` for a peer that is not a member,
-    ///   `invalidParameter` for a message longer than the peer accepts).
+    /// `.reliable` messages are numbered per peer and kept until the peer confirms it has them: they arrive
+    /// exactly once and in order, across a dropped and re-established link too, or are reported
+    /// ``SessionEvent/undelivered(_:_:reason:)`` by the numbers returned here. The call waits while
+    /// ``SessionConfiguration/replayBufferBytes`` of a peer's messages are unconfirmed. A peer that is
+    /// `reconnecting` still takes reliable messages. `.unreliable` ones go only to connected peers and may be
+    /// dropped.
+    /// - Returns: For every peer, `enqueued` with the message's number or why not (`notConnected` for a peer
+    ///   that is not a member, `invalidParameter` for a message longer than the peer accepts).
     public func send(_ data: [UInt8], to peers: [Peer], mode: SendMode = .reliable) async -> [Peer: SendResult] {
         var results: [Peer: SendResult] = [:]
-        let framed = [MessageTag.plain] + data
+        let unnumbered = mode == .unreliable ? [Conversation.Tag.unnumbered] + data : []
         for peer in peers {
-            guard let link = members[peer.claimedFingerprint] else {
+            let fp = peer.claimedFingerprint
+            guard let conversation = conversations[fp] else {
                 results[peer] = .failed(notConnected(peer))
                 continue
             }
-            do {
-                switch mode {
-                case .reliable: try await link.connection.send(framed)
-                case .unreliable: try await link.connection.sendUnreliable(framed)
+            if let limit = messageLimits[fp], data.count + 9 > limit {
+                results[peer] = .failed(
+                    SessionError(
+                        .invalidParameter,
+                        "a message of \(data.count) bytes is longer than \(peer.displayName) accepts (\(limit - 9)); "
+                            + "send larger data as a stream or a resource"))
+                continue
+            }
+            switch mode {
+            case .reliable:
+                switch await conversation.enqueue(data, receipt: false) {
+                case .success(let sequence): results[peer] = .enqueued(sequence)
+                case .failure(let error): results[peer] = .failed(error)
                 }
-                results[peer] = .enqueued
-            } catch {
-                results[peer] = .failed(Self.sendError(error, peer: link.peer))
+            case .unreliable:
+                guard let link = members[fp] else {
+                    results[peer] = .failed(SessionError(.notConnected, "\(peer.displayName) is reconnecting"))
+                    continue
+                }
+                do {
+                    try await link.connection.sendUnreliable(unnumbered)
+                    results[peer] = .enqueued(0)
+                } catch {
+                    results[peer] = .failed(Self.sendError(error, peer: link.peer))
+                }
             }
         }
         return results
@@ -131,63 +161,44 @@ public actor Session {
 
     /// Sends a message reliably and returns once the peer's application has taken it from its
     /// ``messages``.
-    /// - Throws: ``SessionError``: `notConnected` when the peer is not a member or its link ends before the
-    ///   receipt arrives (the message may or may not have been read), `invalidParameter` when it is too long.
+    /// - Throws: ``SessionError``: `notConnected` when the peer is not a member, or leaves (or is not back
+    ///   within the reconnection grace) before the receipt arrives; `invalidParameter` when it is too long.
     public func sendAcknowledged(_ data: [UInt8], to peer: Peer) async throws(SessionError) {
-        guard let link = members[peer.claimedFingerprint] else { throw notConnected(peer) }
-        let id = nextMessageID
-        nextMessageID += 1
-        var framed = [MessageTag.acknowledged]
-        for shift in stride(from: 56, through: 0, by: -8) {
-            framed.append(UInt8(truncatingIfNeeded: id >> UInt64(shift)))
+        let fp = peer.claimedFingerprint
+        guard let conversation = conversations[fp] else { throw notConnected(peer) }
+        if let limit = messageLimits[fp], data.count + 9 > limit {
+            throw SessionError(
+                .invalidParameter, "a message of \(data.count) bytes is longer than \(peer.displayName) accepts")
         }
-        framed += data
-        pendingAcks[id] = PendingAck(fingerprint: peer.claimedFingerprint, link: ObjectIdentifier(link))
-        do {
-            try await link.connection.send(framed)
-        } catch {
-            pendingAcks[id] = nil
-            throw Self.sendError(error, peer: link.peer)
+        let sequence: UInt64
+        switch await conversation.enqueue(data, receipt: true) {
+        case .success(let number): sequence = number
+        case .failure(let error): throw error
         }
-        guard var pending = pendingAcks[id] else {
-            throw SessionError(.cancelled, "the session was disconnected")
-        }
-        if let outcome = pending.outcome {
-            pendingAcks[id] = nil
-            if let failure = outcome { throw failure }
+        let key = AckKey(fingerprint: fp, sequence: sequence)
+        if let early = earlyReceipts.remove(key) {
+            _ = early
             return
         }
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<SessionError?, Never>) in
-            pending.waiter = continuation
-            pendingAcks[id] = pending
+            pendingAcks[key] = continuation
         }
         if let failure { throw failure }
     }
 
-    /// An acknowledged send waiting for its receipt.
-    struct PendingAck {
+    /// An acknowledged send: the peer and the message's number.
+    struct AckKey: Hashable {
         let fingerprint: PeerFingerprint
-        let link: ObjectIdentifier
-        /// Set when the receipt (nil) or the failure came before anyone waited.
-        var outcome: SessionError??
-        var waiter: CheckedContinuation<SessionError?, Never>?
-
-        init(fingerprint: PeerFingerprint, link: ObjectIdentifier) {
-            self.fingerprint = fingerprint
-            self.link = link
-        }
+        let sequence: UInt64
     }
 
-    /// Ends an acknowledged send with a receipt (nil) or a failure.
-    private func finishAck(_ id: UInt64, _ failure: SessionError?) {
-        guard var pending = pendingAcks[id] else { return }
-        if let waiter = pending.waiter {
-            pendingAcks[id] = nil
+    /// Fails the acknowledged sends to a peer whose conversation ended.
+    private func failAcks(to fp: PeerFingerprint, _ failure: SessionError) {
+        for (key, waiter) in pendingAcks where key.fingerprint == fp {
+            pendingAcks[key] = nil
             waiter.resume(returning: failure)
-        } else {
-            pending.outcome = .some(failure)
-            pendingAcks[id] = pending
         }
+        earlyReceipts = earlyReceipts.filter { $0.fingerprint != fp }
     }
 
     /// Opens a byte stream to a member; the writer waits while the reader is slow.
@@ -215,7 +226,19 @@ public actor Session {
             report(link.peer, .notConnected, "this side left the session")
         }
         members = [:]
-        for id in Array(pendingAcks.keys) { finishAck(id, SessionError(.cancelled, "the session was disconnected")) }
+        for (_, waiter) in pendingAcks {
+            waiter.resume(returning: SessionError(.cancelled, "the session was disconnected"))
+        }
+        pendingAcks = [:]
+        for conversation in conversations.values {
+            _ = conversation.fail(SessionError(.cancelled, "the session was disconnected"))
+        }
+        conversations = [:]
+        for reconnection in reconnecting.values {
+            reconnection.timer.cancel()
+            _ = eventSink.yield(.peerChanged(reconnection.peer, .notConnected, reason: "this side left the session"))
+        }
+        reconnecting = [:]
         for (id, continuation) in answers {
             continuation.resume(returning: .refused(reason: "the session was disconnected"))
             answers[id] = nil
@@ -438,6 +461,9 @@ public actor Session {
     /// The current identifier and its secret.
     var currentSecret: ([UInt8], [UInt8]) { (currentID, secrets[currentID] ?? []) }
 
+    /// The member link to a peer (tests cut it to simulate an outage).
+    func memberLink(_ fingerprint: PeerFingerprint) -> Link? { members[fingerprint] }
+
     /// Whether this session knows the secret of a session identifier (the router's question).
     func knowsSession(_ id: [UInt8]) -> Bool { !isDisconnected && secrets[id] != nil }
 
@@ -465,16 +491,28 @@ public actor Session {
         }
         if let refusal = securityRefusal(link.connection) { return refuse(refusal) }
         let deadline = ContinuousClock.now + Self.introductionWait
-        while known[fp] == nil, members[fp] == nil, !isDisconnected, ContinuousClock.now < deadline {
+        if let reconnection = reconnecting[fp] {
+            // A member coming back: it proved the same identity as before (or, if it was a plaintext claim, still
+            // is one); the verification hook already admitted it.
+            if reconnection.peer.isAuthenticated, !link.peer.isAuthenticated {
+                return refuse("a proven member cannot come back as a plaintext claim")
+            }
+            guard !isDisconnected else { return refuse("the member left the session") }
+            adopt(link, first: .joinAnswer(accepted: true, reason: ""), reason: "reconnected")
+            return
+        }
+        while known[fp] == nil, members[fp] == nil, reconnecting[fp] == nil, !isDisconnected,
+            ContinuousClock.now < deadline
+        {
             try? await Task.sleep(for: .milliseconds(10))
         }
-        guard known[fp] != nil || members[fp] != nil else {
+        guard known[fp] != nil || members[fp] != nil || reconnecting[fp] != nil else {
             return refuse("no member of this session introduced you")
         }
-        if members[fp] == nil, members.count + 1 >= configuration.maximumPeers {
+        if members[fp] == nil, reconnecting[fp] == nil, members.count + 1 >= configuration.maximumPeers {
             return refuse("the session is full (\(configuration.maximumPeers) peers)")
         }
-        if case .refuse(let reason) = await verify(link.connection) {
+        if reconnecting[fp] == nil, case .refuse(let reason) = await verify(link.connection) {
             return refuse("refused by the verification hook: \(reason)")
         }
         guard !isDisconnected else { return refuse("the member left the session") }
@@ -488,16 +526,26 @@ public actor Session {
     /// reports nothing.
     static let alreadyLinked = "already connected through another link"
 
-    /// Dials a member we were told about, to join it (the lower identity dials).
-    private func dialJoin(_ member: SessionWire.Member, introducedBy: String) {
+    /// Why a join is dialed.
+    enum JoinPurpose {
+        /// A member told us about the peer (the lower identity dials).
+        case introduction(by: String)
+        /// The peer's link dropped; both sides redial it until the grace ends.
+        case reconnection
+    }
+
+    /// Dials a member we were told about, or a member we lost, to join it.
+    private func dialJoin(_ member: SessionWire.Member, purpose: JoinPurpose) {
         let fp = member.fingerprint
+        let isReconnection: Bool
+        if case .reconnection = purpose { isReconnection = true } else { isReconnection = false }
         guard !isDisconnected, members[fp] == nil, !joining.contains(fp), inviting[fp] == nil,
             let secret = secrets[member.sessionID], !member.addresses.isEmpty,
-            members.count + joining.count + 1 < configuration.maximumPeers
+            isReconnection || members.count + joining.count + 1 < configuration.maximumPeers
         else { return }
         joining.insert(fp)
         let peer = Peer(identity: .advertised(fp), displayName: member.displayName)
-        report(peer, .connecting, "introduced by \(introducedBy)")
+        if case .introduction(let by) = purpose { report(peer, .connecting, "introduced by \(by)") }
         let connection = connection
         let loop = network.loop
         let expecting: PeerFingerprint? = configuration.encryption == .required ? fp : nil
@@ -519,6 +567,7 @@ public actor Session {
         let fp = member.fingerprint
         func fail(_ reason: String) {
             joining.remove(fp)
+            if reconnecting[fp] != nil { return retryReconnection(fp) }
             if members[fp] == nil, inviting[fp] == nil { report(peer, .notConnected, reason) }
         }
         let conn: PeerConnection
@@ -530,7 +579,7 @@ public actor Session {
             _ = await conn.close(code: 3, reason: refusal)
             return fail(refusal)
         }
-        if case .refuse(let reason) = await verify(conn) {
+        if reconnecting[fp] == nil, case .refuse(let reason) = await verify(conn) {
             _ = await conn.close(code: 3, reason: "refused by the verification hook: \(reason)")
             return fail("refused by this side's verification hook: \(reason)")
         }
@@ -563,6 +612,7 @@ public actor Session {
         joinLinks[fp] = nil
         joining.remove(fp)
         link.close("no answer to the join")
+        if reconnecting[fp] != nil { return retryReconnection(fp) }
         if members[fp] == nil, inviting[fp] == nil {
             report(link.peer, .notConnected, "the introduced member did not answer within \(connection.dialTimeout)")
         }
@@ -578,6 +628,15 @@ public actor Session {
         }
         joinLinks[fp] = nil
         joining.remove(fp)
+        if reconnecting[fp] != nil {
+            if case .message(.joinAnswer(true, _)) = event, !isDisconnected {
+                adopt(link, first: nil, reason: "reconnected")
+            } else {
+                link.close("reconnection attempt ended")
+                retryReconnection(fp)
+            }
+            return
+        }
         switch event {
         case .message(.joinAnswer(true, _)):
             if isDisconnected {
@@ -609,7 +668,7 @@ public actor Session {
 
     /// Makes a link the member link for its peer (or turns it away, when the peer already has the better link
     /// or the session is full), sends `first` (the answer that admits the peer), and shares what this side
-    /// knows. Returns whether the link was kept.
+    /// knows. A peer that was `reconnecting` is connected again. Returns whether the link was kept.
     @discardableResult
     private func adopt(_ link: Link, first: SessionWire.Message?, reason: String) -> Bool {
         let fp = link.fingerprint
@@ -631,23 +690,46 @@ public actor Session {
             }
             members[fp] = link
             closeLater(existing, "replaced by a duplicate link")
-            failAcksLater(existing)
         } else {
-            guard members.count + 1 < configuration.maximumPeers else {
+            guard members.count + 1 < configuration.maximumPeers || reconnecting[fp] != nil else {
                 turnAway("the session is full (\(configuration.maximumPeers) peers)", closeAfterGrace: false)
                 if first == nil { report(link.peer, .notConnected, "this session is full") }
                 return false
             }
             members[fp] = link
-            report(link.peer, .connected, reason)
+            if let reconnection = reconnecting.removeValue(forKey: fp) {
+                reconnection.timer.cancel()
+                report(link.peer, .connected, "reconnected after \(ContinuousClock.now - reconnection.since)")
+            } else {
+                report(link.peer, .connected, reason)
+            }
         }
+        let conversation = conversations[fp] ?? Conversation(byteLimit: configuration.replayBufferBytes)
+        conversations[fp] = conversation
+        messageLimits[fp] = link.connection.peer.maximumMessageLength
+        link.generation = conversation.switchLink()
         link.setHandler { [weak self] link, event in
             guard let self else { return link.close("the session is gone") }
             await self.memberEvent(link, event)
         }
         if let first { link.send(first) }
         link.send(.sessions(listenPort: listenPort, current: currentID, secrets: secrets))
-        startPumps(link)
+        link.send(
+            .resume(epoch: conversation.myEpoch, peerEpoch: conversation.peerEpoch, received: conversation.received))
+        for receipt in recentReceipts[fp] ?? [] { link.send(.delivered(messageID: receipt)) }
+        // Incoming streams right away; numbered messages once the peer's resume arrived (startConversation).
+        let sink = eventSink
+        let dropped = dropped
+        let peer = link.peer
+        let connection = link.connection
+        Task { [dropped] in
+            for await stream in connection.incomingStreams {
+                if case .dropped = sink.yield(.stream(stream, from: peer)) {
+                    dropped.add()
+                    stream.reset()
+                }
+            }
+        }
         return true
     }
 
@@ -664,14 +746,6 @@ public actor Session {
 
     private func isMemberLink(_ link: Link) -> Bool { members[link.fingerprint] === link }
 
-    /// Acknowledged sends on a replaced link get their receipts on it until it closes; then they fail.
-    private func failAcksLater(_ link: Link) {
-        Task { [weak self] in
-            _ = await link.connection.closed()
-            await self?.failAcks(on: link, reason: "it was replaced by a duplicate link")
-        }
-    }
-
     /// The duplicate-link rule both ends apply alike: an authenticated link beats a plaintext one (a claim
     /// never replaces a proof); then the link dialed by the lower identity; then, between two links one side
     /// dialed, the lower link identifier; when everything is equal, the existing link (`a`) stays.
@@ -686,9 +760,11 @@ public actor Session {
     private func memberEvent(_ link: Link, _ event: Link.Event) {
         let fp = link.fingerprint
         guard members[fp] === link else {
+            // A replaced link: receipts and acknowledgements on it still count.
             switch event {
-            case .message(.delivered(let id)): deliveredReceipt(id, from: link)
-            case .closed(let reason): failAcks(on: link, reason: reason)
+            case .message(.delivered(let id)): receipt(id, from: fp)
+            case .message(.ack(let received)) where link.generation == conversations[fp]?.generation:
+                conversations[fp]?.acknowledge(upTo: received)
             default: break
             }
             return
@@ -718,6 +794,22 @@ public actor Session {
                 }
                 for other in members.values where other !== link { other.send(.members([info])) }
             }
+        case .message(.resume(let epoch, let peerEpoch, let received)):
+            guard let conversation = conversations[fp], link.startedConversation == false else {
+                return link.close("a second resume on one link")
+            }
+            link.startedConversation = true
+            let lost = conversation.resume(
+                peerEpoch: epoch, knowsOurEpoch: peerEpoch == conversation.myEpoch, peerReceived: received,
+                generation: link.generation)
+            if !lost.isEmpty {
+                let reason = "\(link.peer.displayName) restarted and lost them"
+                _ = eventSink.yield(.undelivered(link.peer, lost, reason: reason))
+                failAcks(to: fp, SessionError(.notConnected, reason))
+            }
+            startConversation(link, conversation)
+        case .message(.ack(let received)):
+            conversations[fp]?.acknowledge(upTo: received)
         case .message(.members(let list)):
             var fresh: [SessionWire.Member] = []
             for member in list where member.fingerprint != identity.fingerprint && members[member.fingerprint] == nil {
@@ -728,7 +820,7 @@ public actor Session {
                 }
                 known[member.fingerprint] = member
                 if identity.fingerprint.bytes.lexicographicallyPrecedes(member.fingerprint.bytes) {
-                    dialJoin(member, introducedBy: link.peer.displayName)
+                    dialJoin(member, purpose: .introduction(by: link.peer.displayName))
                 }
             }
             if !fresh.isEmpty {
@@ -738,38 +830,102 @@ public actor Session {
             depart(link, reason: reason.isEmpty ? "left" : reason)
             link.close("left")
         case .message(.delivered(let id)):
-            deliveredReceipt(id, from: link)
+            receipt(id, from: fp)
         case .message:
             link.close("unexpected control message from a member")
         case .closed(let reason):
-            depart(link, reason: reason)
+            lost(link, reason: reason)
         }
     }
 
+    /// A member left for good: its conversation ends and what it never confirmed is reported undelivered.
     private func depart(_ link: Link, reason: String) {
         let fp = link.fingerprint
         guard members[fp] === link else { return }
         members[fp] = nil
         known[fp] = nil
+        endConversation(fp, peer: link.peer, reason: reason)
         report(link.peer, .notConnected, reason)
-        failAcks(on: link, reason: reason)
     }
 
-    private func deliveredReceipt(_ id: UInt64, from link: Link) {
-        guard let pending = pendingAcks[id], pending.fingerprint == link.fingerprint,
-            pending.link == ObjectIdentifier(link)
-        else { return }
-        finishAck(id, nil)
+    private func endConversation(_ fp: PeerFingerprint, peer: Peer, reason: String) {
+        messageLimits[fp] = nil
+        recentReceipts[fp] = nil
+        guard let conversation = conversations.removeValue(forKey: fp) else { return }
+        let failure = SessionError(.notConnected, "\(peer.displayName): \(reason)")
+        let lost = conversation.fail(failure)
+        if !lost.isEmpty { _ = eventSink.yield(.undelivered(peer, lost, reason: reason)) }
+        failAcks(to: fp, failure)
     }
 
-    /// Fails the acknowledged sends that went out on a link that ended.
-    private func failAcks(on link: Link, reason: String) {
-        for (id, pending) in pendingAcks where pending.link == ObjectIdentifier(link) {
-            finishAck(
-                id,
-                SessionError(
-                    .notConnected, "\(link.peer.displayName)'s link ended before the receipt arrived: \(reason)"))
+    /// A member's link dropped without a goodbye: the peer is `reconnecting` for the grace period while both
+    /// sides redial it; then it is gone.
+    private func lost(_ link: Link, reason: String) {
+        let fp = link.fingerprint
+        guard members[fp] === link else { return }
+        members[fp] = nil
+        guard !isDisconnected, configuration.reconnectGrace > .zero, let address = link.announcedAddress else {
+            known[fp] = nil
+            endConversation(fp, peer: link.peer, reason: reason)
+            return report(link.peer, .notConnected, reason)
         }
+        let grace = configuration.reconnectGrace
+        let member = SessionWire.Member(
+            fingerprint: fp, displayName: link.peer.displayName, sessionID: link.sessionID ?? currentID,
+            addresses: [address])
+        let timer = SessionTimer(after: grace, on: network.loop) { [weak self] in
+            Task { await self?.reconnectionExpired(fp, reason: reason) }
+        }
+        reconnecting[fp] = Reconnection(peer: link.peer, member: member, since: .now, timer: timer)
+        report(link.peer, .reconnecting, "\(reason); reconnecting for up to \(grace)")
+        dialJoin(member, purpose: .reconnection)
+    }
+
+    /// What redialing a lost member needs.
+    struct Reconnection {
+        let peer: Peer
+        let member: SessionWire.Member
+        let since: ContinuousClock.Instant
+        let timer: SessionTimer
+    }
+
+    private func reconnectionExpired(_ fp: PeerFingerprint, reason: String) {
+        guard let reconnection = reconnecting.removeValue(forKey: fp) else { return }
+        known[fp] = nil
+        let why = "\(reason); not back within \(configuration.reconnectGrace)"
+        endConversation(fp, peer: reconnection.peer, reason: why)
+        report(reconnection.peer, .notConnected, why)
+    }
+
+    /// A redial of a reconnecting peer failed: try again shortly while the grace lasts.
+    private func retryReconnection(_ fp: PeerFingerprint) {
+        guard reconnecting[fp] != nil else { return }
+        _ = SessionTimer(after: .milliseconds(250), on: network.loop) { [weak self] in
+            Task { await self?.redial(fp) }
+        }
+    }
+
+    private func redial(_ fp: PeerFingerprint) {
+        guard let reconnection = reconnecting[fp], members[fp] == nil else { return }
+        dialJoin(reconnection.member, purpose: .reconnection)
+    }
+
+    private func receipt(_ id: UInt64, from fp: PeerFingerprint) {
+        let key = AckKey(fingerprint: fp, sequence: id)
+        if let waiter = pendingAcks.removeValue(forKey: key) {
+            waiter.resume(returning: nil)
+        } else if conversations[fp] != nil, earlyReceipts.count < 4_096 {
+            earlyReceipts.insert(key)
+        }
+    }
+
+    /// The receiving application took a message that asked for a receipt.
+    private func sendReceipt(_ id: UInt64, to fp: PeerFingerprint) {
+        var recent = recentReceipts[fp] ?? []
+        recent.append(id)
+        if recent.count > 256 { recent.removeFirst(recent.count - 256) }
+        recentReceipts[fp] = recent
+        members[fp]?.send(.delivered(messageID: id))
     }
 
     private func memberInfo(_ link: Link) -> SessionWire.Member? {
@@ -779,47 +935,83 @@ public actor Session {
             sessionID: link.sessionID ?? currentID, addresses: [address])
     }
 
-    private func startPumps(_ link: Link) {
-        let inbox = inbox
-        let peer = link.peer
+    /// The peer's `resume` arrived: write our numbered messages from where it is, read its.
+    private func startConversation(_ link: Link, _ conversation: Conversation) {
+        let generation = link.generation
         let connection = link.connection
         Task {
-            for await data in connection.messages {
-                switch data.first {
-                case MessageTag.plain:
-                    await inbox.push(
-                        .init(message: ReceivedMessage(peer: peer, data: Array(data.dropFirst())), onTaken: nil))
-                case MessageTag.acknowledged where data.count >= 9:
-                    let id = data[1..<9].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-                    await inbox.push(
-                        .init(
-                            message: ReceivedMessage(peer: peer, data: Array(data.dropFirst(9))),
-                            onTaken: { link.send(.delivered(messageID: id)) }))
-                default:
-                    _ = await connection.close(code: 2, reason: "a message without a valid session tag")
-                    return
+            while let entry = await conversation.nextToWrite(generation: generation) {
+                do {
+                    try await connection.send(entry.frame)
+                } catch {
+                    break
                 }
             }
         }
-        let sink = eventSink
-        let dropped = dropped
-        Task { [dropped] in
-            for await stream in connection.incomingStreams {
-                if case .dropped = sink.yield(.stream(stream, from: peer)) {
-                    dropped.add()
-                    stream.reset()
+        let inbox = inbox
+        let fp = link.fingerprint
+        let loop = network.loop
+        let receipt: @Sendable (UInt64) -> Void = { [weak self] sequence in
+            Task { await self?.sendReceipt(sequence, to: fp) }
+        }
+        Task {
+            await Self.read(
+                link, conversation: conversation, generation: generation, inbox: inbox, loop: loop, receipt: receipt)
+        }
+    }
+
+    /// Reads a member link's messages into the inbox: numbered ones once each and in order, acknowledging
+    /// every 32 messages or 256 KiB, and within 20 ms of the last.
+    private nonisolated static func read(
+        _ link: Link, conversation: Conversation, generation: Int, inbox: SessionInbox, loop: EventLoop,
+        receipt: @escaping @Sendable (UInt64) -> Void
+    ) async {
+        let connection = link.connection
+        let peer = link.peer
+        let flush = AckFlush()
+        await conversation.waitForOlderDeliveries(generation: generation)
+        for await data in connection.messages {
+            guard let tag = data.first else { break }
+            if tag == Conversation.Tag.unnumbered {
+                await inbox.push(
+                    SessionInbox.Entry(
+                        message: ReceivedMessage(peer: peer, data: Array(data.dropFirst())), onTaken: nil))
+                continue
+            }
+            guard tag == Conversation.Tag.numbered || tag == Conversation.Tag.numberedWithReceipt, data.count >= 9
+            else {
+                _ = await connection.close(code: 2, reason: "a message without a valid session tag")
+                return
+            }
+            var sequence: UInt64 = 0
+            for byte in data[1..<9] { sequence = sequence << 8 | UInt64(byte) }
+            switch conversation.arrival(of: sequence, generation: generation) {
+            case .drop:
+                continue
+            case .gap:
+                _ = await connection.close(code: 2, reason: "message \(sequence) skips a sequence number")
+                return
+            case .deliver:
+                let number = sequence
+                var onTaken: (@Sendable () -> Void)?
+                if tag == Conversation.Tag.numberedWithReceipt { onTaken = { @Sendable in receipt(number) } }
+                await inbox.push(
+                    SessionInbox.Entry(
+                        message: ReceivedMessage(peer: peer, data: Array(data.dropFirst(9))), onTaken: onTaken))
+                if let ack = conversation.delivered(generation: generation, bytes: data.count - 9) {
+                    link.send(.ack(received: ack))
+                } else if flush.arm() {
+                    // Confirm stragglers within 20 ms, so a quiet peer does not keep them in our replay buffer.
+                    _ = SessionTimer(after: .milliseconds(20), on: loop) {
+                        flush.disarm()
+                        if let ack = conversation.pendingAcknowledgement() { link.send(.ack(received: ack)) }
+                    }
                 }
             }
         }
     }
 
     // MARK: Rules
-
-    /// The first byte of every application message on a link.
-    enum MessageTag {
-        static let plain: UInt8 = 0
-        static let acknowledged: UInt8 = 1
-    }
 
     private func report(_ peer: Peer, _ state: PeerState, _ reason: String) {
         let fp = peer.claimedFingerprint
@@ -917,4 +1109,12 @@ final class DropCounter: Sendable {
     private let count = Atomic<Int>(0)
     func add() { count.add(1, ordering: .relaxed) }
     var value: Int { count.load(ordering: .relaxed) }
+}
+
+/// Whether a delayed acknowledgement is already scheduled for a link's reader.
+final class AckFlush: Sendable {
+    private let armed = Atomic<Bool>(false)
+    /// Arms the flush; false if it already was.
+    func arm() -> Bool { armed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged }
+    func disarm() { armed.store(false, ordering: .relaxed) }
 }

@@ -17,6 +17,12 @@ public struct SessionConfiguration: Sendable {
     public var receiveBufferBytes = 16 << 20
     /// The most unread events; later ones are dropped and counted.
     public var eventBufferLimit = 4_096
+    /// How long a member whose link dropped is `reconnecting` (both sides redial it) before it becomes
+    /// `notConnected` and its unacknowledged messages are reported ``SessionEvent/undelivered(_:_:reason:)``.
+    public var reconnectGrace: Duration = .seconds(10)
+    /// The most bytes of reliable messages per member kept until the member acknowledges them (they are sent
+    /// again after a reconnection); `send` waits beyond it. One message always fits.
+    public var replayBufferBytes = 16 << 20
 
     /// Creates a configuration.
     /// - Parameters:
@@ -32,7 +38,9 @@ public struct SessionConfiguration: Sendable {
         guard maximumPeers >= 2 else {
             throw SessionError(.invalidParameter, "maximumPeers is \(maximumPeers); a session needs at least 2")
         }
-        guard receiveBufferMessages >= 1, receiveBufferBytes >= 1, eventBufferLimit >= 1 else {
+        guard receiveBufferMessages >= 1, receiveBufferBytes >= 1, eventBufferLimit >= 1, replayBufferBytes >= 1,
+            reconnectGrace >= .zero
+        else {
             throw SessionError(.invalidParameter, "buffer limits must be at least 1")
         }
         if encryption == .none, groupSecret != nil {

@@ -6,6 +6,9 @@ public enum PeerState: Int, Sendable, Hashable, CustomStringConvertible {
     case connecting = 1
     /// Connected: messages and streams can be sent.
     case connected = 2
+    /// The link dropped and is being re-established (within ``SessionConfiguration/reconnectGrace``): reliable
+    /// messages sent meanwhile are kept and delivered after the reconnection; streams have ended.
+    case reconnecting = 3
 
     /// `notConnected`, `connecting` or `connected`.
     public var description: String {
@@ -13,6 +16,7 @@ public enum PeerState: Int, Sendable, Hashable, CustomStringConvertible {
         case .notConnected: "notConnected"
         case .connecting: "connecting"
         case .connected: "connected"
+        case .reconnecting: "reconnecting"
         }
     }
 }
@@ -24,6 +28,9 @@ public enum SessionEvent: Sendable {
     case peerChanged(Peer, PeerState, reason: String)
     /// A peer opened a byte stream to us.
     case stream(PeerStream, from: Peer)
+    /// Reliable messages to a peer that will never arrive (the peer left, or was not back within the
+    /// reconnection grace, or restarted), by the sequence numbers their `send` returned.
+    case undelivered(Peer, [UInt64], reason: String)
 }
 
 /// A message a member sent.
@@ -44,8 +51,15 @@ public enum SendMode: Int, Sendable, Hashable {
 
 /// What happened to a message for one peer.
 public enum SendResult: Sendable, Hashable {
-    /// Queued on the peer's link.
-    case enqueued
+    /// Queued for the peer; a reliable message carries its sequence number in the peer's conversation (0 for an
+    /// unreliable one), which ``SessionEvent/undelivered(_:_:reason:)`` names if it is ever lost.
+    case enqueued(UInt64)
     /// Not sent, and why.
     case failed(SessionError)
+
+    /// Whether the message was queued.
+    public var isEnqueued: Bool {
+        if case .enqueued = self { return true }
+        return false
+    }
 }

@@ -17,6 +17,8 @@ enum SessionWire {
         case members = 7
         case leave = 8
         case delivered = 9
+        case resume = 10
+        case ack = 11
     }
 
     /// The answer an invitee gives.
@@ -73,7 +75,13 @@ enum SessionWire {
         case sessions(listenPort: UInt16, current: [UInt8], secrets: [[UInt8]: [UInt8]])
         case members([Member])
         case leave(reason: String)
+        /// The receiving application took the numbered message `messageID` (its sequence number).
         case delivered(messageID: UInt64)
+        /// Sent on every new member link: the sender's conversation epoch, the epoch it knows of the receiver's
+        /// (0 for none), and the last sequence number it received in order under that epoch.
+        case resume(epoch: UInt64, peerEpoch: UInt64, received: UInt64)
+        /// Every numbered message up to `received` is in the sender's inbox.
+        case ack(received: UInt64)
     }
 
     static let idLength = 16
@@ -135,6 +143,14 @@ enum SessionWire {
         case .delivered(let id):
             kind = .delivered
             w.u64(id)
+        case .resume(let epoch, let peerEpoch, let received):
+            kind = .resume
+            w.u64(epoch)
+            w.u64(peerEpoch)
+            w.u64(received)
+        case .ack(let received):
+            kind = .ack
+            w.u64(received)
         }
         return SessionMessage(kind: kind.rawValue, isCritical: true, body: w.bytes)
     }
@@ -209,6 +225,10 @@ enum SessionWire {
             decoded = .leave(reason: try r.text("reason"))
         case .delivered:
             decoded = .delivered(messageID: try r.u64("message id"))
+        case .resume:
+            decoded = .resume(epoch: try r.u64("epoch"), peerEpoch: try r.u64("peer epoch"), received: try r.u64("received"))
+        case .ack:
+            decoded = .ack(received: try r.u64("received"))
         }
         guard r.isAtEnd else { throw r.error("\(r.remaining) bytes after the last field") }
         return decoded

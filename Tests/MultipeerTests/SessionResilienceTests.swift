@@ -1,0 +1,102 @@
+import MultipeerIO
+import Synchronization
+import Testing
+
+@testable import Multipeer
+
+/// Links that drop: the peer is `reconnecting`, both sides redial, and reliable messages sent before and during
+/// the outage arrive exactly once and in order; past the grace period the peer is gone and what it never
+/// confirmed is reported undelivered.
+@Suite("Session resilience", .busy)
+struct SessionResilienceTests {
+    @Test func aCutLinkReconnectsAndEveryMessageArrivesOnceInOrder() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        let count = 5_000
+        let reader = Task {
+            var sequence: [Int] = []
+            var iterator = bob.session.messages.makeAsyncIterator()
+            while sequence.count < count, let message = await iterator.next() {
+                sequence.append(Int(String(decoding: message.data, as: UTF8.self))!)
+            }
+            return sequence
+        }
+        for index in 0..<count {
+            let result = await alice.session.send(Array(String(index).utf8), to: [bob.peer])
+            #expect(result[bob.peer]?.isEnqueued == true, "message \(index): \(String(describing: result[bob.peer]))")
+            if index == count / 3 || index == 2 * count / 3 {
+                // Cut the link under the burst, from either side.
+                let node = index == count / 3 ? alice : bob
+                let other = index == count / 3 ? bob : alice
+                await node.session.memberLink(other.identity.fingerprint)?.connection.abort()
+            }
+        }
+        let sequence = await reader.value
+        #expect(
+            sequence == Array(0..<count), "\(sequence.count) received; first out of order: \(firstMismatch(sequence))")
+        #expect(await alice.recorder.wait { $0.hasPrefix("Bob reconnecting: connection lost") } != nil)
+        #expect(await alice.recorder.wait { $0.hasPrefix("Bob connected: reconnected after") } != nil)
+        #expect(await bob.recorder.wait { $0.hasPrefix("Alice connected: reconnected after") } != nil)
+        #expect(!alice.recorder.states.contains { $0.contains("notConnected") }, "\(alice.recorder.states)")
+        #expect(await alice.session.connectedPeers.map(\.displayName) == ["Bob"])
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func anAcknowledgedSendSurvivesACutLink() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        await alice.session.memberLink(bob.identity.fingerprint)?.connection.abort()
+        // Sent while reconnecting: kept, delivered after the reconnection, and its receipt comes back.
+        let reader = Task {
+            var iterator = bob.session.messages.makeAsyncIterator()
+            return await iterator.next()
+        }
+        try await alice.session.sendAcknowledged(Array("are you there?".utf8), to: bob.peer)
+        #expect(await reader.value.map { String(decoding: $0.data, as: UTF8.self) } == "are you there?")
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func aPeerNotBackWithinTheGraceIsGoneAndItsMessagesAreReportedUndelivered() async throws {
+        var configuration = SessionConfiguration()
+        configuration.reconnectGrace = .seconds(1)
+        let alice = try await SessionNode("Alice", configuration: configuration)
+        let bob = try await SessionNode("Bob")
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        // Bob's process "dies": its loop stops, closing every socket without a goodbye.
+        bob.network.loop.shutdown()
+        #expect(await alice.recorder.wait { $0.hasPrefix("Bob reconnecting: connection lost") } != nil)
+        var numbers: [UInt64] = []
+        for index in 0..<10 {
+            if case .enqueued(let number)? = await alice.session.send([UInt8(index)], to: [bob.peer])[bob.peer] {
+                numbers.append(number)
+            }
+        }
+        #expect(numbers.count == 10, "messages to a reconnecting peer are taken")
+        let gone = await alice.recorder.wait(for: .seconds(5)) { $0.hasPrefix("Bob notConnected:") }
+        #expect(gone?.contains("not back within 1.0 seconds") == true, "\(gone ?? "")")
+        let undelivered = alice.recorder.all.compactMap { event -> [UInt64]? in
+            if case .undelivered(_, let lost, _) = event { return lost }
+            return nil
+        }.flatMap { $0 }
+        #expect(Set(numbers).isSubset(of: Set(undelivered)), "undelivered \(undelivered), sent \(numbers)")
+        let after = await alice.session.send([1], to: [bob.peer])
+        guard case .failed(let error)? = after[bob.peer] else {
+            Issue.record("sending to a peer that is gone succeeded")
+            return
+        }
+        #expect(error.code == .notConnected)
+        await alice.shutdown()
+    }
+}
+
+func firstMismatch(_ sequence: [Int]) -> String {
+    for (index, value) in sequence.enumerated() where value != index { return "at \(index): \(value)" }
+    return "none"
+}
