@@ -249,6 +249,13 @@ actor Chat {
             print("disconnected", peer.displayName, reason)
         case .peerChanged:
             break
+        case .resourceStarted(let resource):
+            print("receiving", resource.peer.displayName, resource.name, extra: [("size", "\(resource.size) bytes")])
+        case .resourceFinished(let resource, let result):
+            switch result {
+            case .success(let url): print("received", resource.peer.displayName, url.path)
+            case .failure(let error): print("failed", resource.peer.displayName, "\(resource.name): \(error.reason)")
+            }
         case .undelivered(let peer, let numbers, let reason):
             print("undelivered", peer.displayName, "\(numbers.count) messages: \(reason)")
         case .stream(let stream, let peer):

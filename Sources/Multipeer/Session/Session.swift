@@ -1,3 +1,4 @@
+public import Foundation
 internal import MultipeerIO
 internal import Synchronization
 
@@ -23,6 +24,8 @@ public actor Session {
     public nonisolated let events: AsyncStream<SessionEvent>
 
     nonisolated let connection: ConnectionConfiguration
+    /// The resource transfers, both ways.
+    nonisolated let resources: ResourceCenter
     private nonisolated let eventSink: AsyncStream<SessionEvent>.Continuation
     private nonisolated let inbox: SessionInbox
     private nonisolated let dropped = DropCounter()
@@ -74,8 +77,52 @@ public actor Session {
             messageLimit: configuration.receiveBufferMessages, byteLimit: configuration.receiveBufferBytes)
         currentID = SecureRandom.bytes(SessionWire.idLength)
         secrets = [currentID: SecureRandom.bytes(SessionWire.secretLength)]
+        resources = ResourceCenter(
+            directory: configuration.resourceDirectory, maximumSize: configuration.maximumResourceSize)
         listenPort = try await network.listenPort(for: connection)
+        let sink = eventSink
+        resources.attach(
+            ResourceCenter.Hooks(
+                control: { [weak self] fp, message in await self?.control(fp, message) ?? false },
+                openStream: { [weak self] (fp: PeerFingerprint, name: String) throws(SessionError) -> PeerStream in
+                    guard let self else { throw SessionError(.cancelled, "the session is gone") }
+                    return try await self.openStream(named: name, toMember: fp)
+                },
+                emit: { sink.yield($0) }))
         await network.register(self)
+    }
+
+    /// Sends a control message on a member's link; false when it has none.
+    private func control(_ fp: PeerFingerprint, _ message: SessionWire.Message) -> Bool {
+        members[fp]?.send(message) ?? false
+    }
+
+    private func openStream(named name: String, toMember fp: PeerFingerprint) async throws(SessionError) -> PeerStream {
+        guard let link = members[fp] else { throw SessionError(.notConnected, "the peer is not connected") }
+        do {
+            return try await link.connection.openStream(name: name)
+        } catch {
+            throw SessionError(.notConnected, "cannot open a stream: \(error.reason)", connectionError: error)
+        }
+    }
+
+    /// Sends a resource to a member (Apple's `sendResource(at:withName:toPeer:)`): a file URL, streamed from
+    /// disk, or an `http`/`https` URL, fetched first. The receiver saves it under a sanitized name in its
+    /// resource folder after checking its SHA-256; a transfer cut by a dropped link resumes from what the
+    /// receiver holds once the link is back.
+    /// - Parameters:
+    ///   - url: A file URL or an http(s) URL.
+    ///   - name: The name the receiver is told (it sanitizes it).
+    ///   - peer: A member.
+    /// - Returns: The transfer: its `progress` (cancellable) and `finished()`.
+    /// - Throws: ``SessionError``: `notConnected`, `invalidParameter` (not a regular file, another URL scheme),
+    ///   `unavailable` (the file cannot be read, the download failed).
+    public func sendResource(at url: URL, named name: String, to peer: Peer) async throws(SessionError)
+        -> ResourceTransfer
+    {
+        guard members[peer.claimedFingerprint] != nil else { throw notConnected(peer) }
+        let linked = members[peer.claimedFingerprint]?.peer ?? peer
+        return try await resources.send(url: url, name: name, to: linked)
     }
 
     /// The members connected now.
@@ -226,6 +273,7 @@ public actor Session {
             report(link.peer, .notConnected, "this side left the session")
         }
         members = [:]
+        resources.shutdown(reason: "the session was disconnected")
         for (_, waiter) in pendingAcks {
             waiter.resume(returning: SessionError(.cancelled, "the session was disconnected"))
         }
@@ -722,8 +770,13 @@ public actor Session {
         let dropped = dropped
         let peer = link.peer
         let connection = link.connection
+        let resources = resources
         Task { [dropped] in
             for await stream in connection.incomingStreams {
+                if stream.name.hasPrefix(ResourceCenter.streamPrefix) {
+                    resources.incomingStream(stream, from: peer)
+                    continue
+                }
                 if case .dropped = sink.yield(.stream(stream, from: peer)) {
                     dropped.add()
                     stream.reset()
@@ -808,6 +861,7 @@ public actor Session {
                 failAcks(to: fp, SessionError(.notConnected, reason))
             }
             startConversation(link, conversation)
+            resources.linkResumed(fp)
         case .message(.ack(let received)):
             conversations[fp]?.acknowledge(upTo: received)
         case .message(.members(let list)):
@@ -831,6 +885,14 @@ public actor Session {
             link.close("left")
         case .message(.delivered(let id)):
             receipt(id, from: fp)
+        case .message(let message)
+        where {
+            switch message {
+            case .resourceOffer, .resourceProgress, .resourceResult, .resourceCancel: true
+            default: false
+            }
+        }():
+            resources.handle(message, from: link.peer)
         case .message:
             link.close("unexpected control message from a member")
         case .closed(let reason):
@@ -849,6 +911,7 @@ public actor Session {
     }
 
     private func endConversation(_ fp: PeerFingerprint, peer: Peer, reason: String) {
+        resources.peerGone(fp, reason: "\(peer.displayName): \(reason)")
         messageLimits[fp] = nil
         recentReceipts[fp] = nil
         guard let conversation = conversations.removeValue(forKey: fp) else { return }

@@ -1,3 +1,6 @@
+internal import Foundation
+internal import Glibc
+
 /// A session's settings: its security, its size, and how much it holds for a slow application.
 public struct SessionConfiguration: Sendable {
     /// Apple's encryption preference: `.required` (the default) and `.optional` peers use TLS; `.none` and
@@ -20,6 +23,12 @@ public struct SessionConfiguration: Sendable {
     /// How long a member whose link dropped is `reconnecting` (both sides redial it) before it becomes
     /// `notConnected` and its unacknowledged messages are reported ``SessionEvent/undelivered(_:_:reason:)``.
     public var reconnectGrace: Duration = .seconds(10)
+    /// The folder received resources are saved in (created, mode 0700, on the first one); a file is never
+    /// written outside it or over an existing file. A folder of this user in the temporary directory by default.
+    public var resourceDirectory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("swift-multipeer-resources-\(getuid())").path
+    /// The largest resource accepted from a peer, in bytes (1 TiB).
+    public var maximumResourceSize: Int64 = 1 << 40
     /// The most bytes of reliable messages per member kept until the member acknowledges them (they are sent
     /// again after a reconnection); `send` waits beyond it. One message always fits.
     public var replayBufferBytes = 16 << 20

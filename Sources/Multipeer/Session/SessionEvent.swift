@@ -1,3 +1,5 @@
+public import Foundation
+
 /// A peer's state in a session, as Apple's `MCSessionState` numbers it.
 public enum PeerState: Int, Sendable, Hashable, CustomStringConvertible {
     /// Not (or no longer) connected.
@@ -31,6 +33,11 @@ public enum SessionEvent: Sendable {
     /// Reliable messages to a peer that will never arrive (the peer left, or was not back within the
     /// reconnection grace, or restarted), by the sequence numbers their `send` returned.
     case undelivered(Peer, [UInt64], reason: String)
+    /// A member started sending us a resource (Apple's `didStartReceivingResourceWithName`).
+    case resourceStarted(IncomingResource)
+    /// A resource arrived, verified, at the file URL in the session's resource folder, or failed with the
+    /// reason (Apple's `didFinishReceivingResourceWithName`); a failed one leaves no file behind.
+    case resourceFinished(IncomingResource, Result<URL, SessionError>)
 }
 
 /// A message a member sent.

@@ -19,6 +19,10 @@ enum SessionWire {
         case delivered = 9
         case resume = 10
         case ack = 11
+        case resourceOffer = 12
+        case resourceProgress = 13
+        case resourceResult = 14
+        case resourceCancel = 15
     }
 
     /// The answer an invitee gives.
@@ -82,6 +86,14 @@ enum SessionWire {
         case resume(epoch: UInt64, peerEpoch: UInt64, received: UInt64)
         /// Every numbered message up to `received` is in the sender's inbox.
         case ack(received: UInt64)
+        /// A resource the sender offers (again, after a reconnection): its name, size and SHA-256.
+        case resourceOffer(id: [UInt8], name: String, size: UInt64, sha256: [UInt8])
+        /// The receiver holds the first `have` bytes of the resource (send from there).
+        case resourceProgress(id: [UInt8], have: UInt64)
+        /// The receiver's verdict: saved and verified, or why not.
+        case resourceResult(id: [UInt8], ok: Bool, reason: String)
+        /// Either side gives the transfer up.
+        case resourceCancel(id: [UInt8], reason: String)
     }
 
     static let idLength = 16
@@ -151,6 +163,25 @@ enum SessionWire {
         case .ack(let received):
             kind = .ack
             w.u64(received)
+        case .resourceOffer(let id, let name, let size, let sha256):
+            kind = .resourceOffer
+            w.fixed(id)
+            w.text(name)
+            w.u64(size)
+            w.fixed(sha256)
+        case .resourceProgress(let id, let have):
+            kind = .resourceProgress
+            w.fixed(id)
+            w.u64(have)
+        case .resourceResult(let id, let ok, let reason):
+            kind = .resourceResult
+            w.fixed(id)
+            w.u8(ok ? 1 : 0)
+            w.text(reason)
+        case .resourceCancel(let id, let reason):
+            kind = .resourceCancel
+            w.fixed(id)
+            w.text(reason)
         }
         return SessionMessage(kind: kind.rawValue, isCritical: true, body: w.bytes)
     }
@@ -226,9 +257,23 @@ enum SessionWire {
         case .delivered:
             decoded = .delivered(messageID: try r.u64("message id"))
         case .resume:
-            decoded = .resume(epoch: try r.u64("epoch"), peerEpoch: try r.u64("peer epoch"), received: try r.u64("received"))
+            decoded = .resume(
+                epoch: try r.u64("epoch"), peerEpoch: try r.u64("peer epoch"), received: try r.u64("received"))
         case .ack:
             decoded = .ack(received: try r.u64("received"))
+        case .resourceOffer:
+            decoded = .resourceOffer(
+                id: try r.fixed(idLength, "resource id"), name: try r.text("resource name"), size: try r.u64("size"),
+                sha256: try r.fixed(32, "sha256"))
+        case .resourceProgress:
+            decoded = .resourceProgress(id: try r.fixed(idLength, "resource id"), have: try r.u64("have"))
+        case .resourceResult:
+            let id = try r.fixed(idLength, "resource id")
+            let ok = try r.u8("ok")
+            guard ok <= 1 else { throw r.error("ok flag \(ok)") }
+            decoded = .resourceResult(id: id, ok: ok == 1, reason: try r.text("reason"))
+        case .resourceCancel:
+            decoded = .resourceCancel(id: try r.fixed(idLength, "resource id"), reason: try r.text("reason"))
         }
         guard r.isAtEnd else { throw r.error("\(r.remaining) bytes after the last field") }
         return decoded

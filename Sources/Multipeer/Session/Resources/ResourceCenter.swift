@@ -1,0 +1,481 @@
+internal import Foundation
+internal import Glibc
+internal import Synchronization
+
+#if canImport(FoundationNetworking)
+    internal import FoundationNetworking
+#endif
+
+/// A session's resource transfers, both ways: files streamed from disk and to disk in pieces (memory stays
+/// bounded whatever the size), verified by SHA-256, resumed after a reconnection from what the receiver holds,
+/// and cancelled or failed with a reason on both sides.
+///
+/// The data travels in a stream named `mp.resource/<id>`; the control messages `resourceOffer`,
+/// `resourceProgress`, `resourceResult` and `resourceCancel` say what, how far and how it ended
+/// (`docs/PROTOCOL.md` section 4.6).
+final class ResourceCenter: Sendable {
+    /// The prefix of the streams that carry resources.
+    static let streamPrefix = "mp.resource/"
+    /// The piece size read from disk and written to the stream.
+    static let chunkSize = 256 * 1024
+    /// How often the receiver confirms what it wrote.
+    static let progressInterval: UInt64 = 1 << 20
+    /// The most transfers from one peer at a time, and in all.
+    static let maximumIncomingPerPeer = 8
+    static let maximumIncoming = 64
+
+    /// What the center needs of its session.
+    struct Hooks: Sendable {
+        /// Sends a control message on the peer's current link; false if it has none.
+        var control: @Sendable (PeerFingerprint, SessionWire.Message) async -> Bool
+        /// Opens a stream to the peer on its current link.
+        var openStream: @Sendable (PeerFingerprint, String) async throws(SessionError) -> PeerStream
+        /// Reports an event.
+        var emit: @Sendable (SessionEvent) -> Void
+    }
+
+    private struct Outgoing {
+        let transfer: ResourceTransfer
+        let path: String
+        let size: UInt64
+        let sha256: [UInt8]
+        /// A downloaded copy of an http(s) resource, removed when the transfer ends.
+        let temporary: Bool
+        var sender: Task<Void, Never>?
+    }
+
+    private final class Incoming: Sendable {
+        let resource: IncomingResource
+        let id: [UInt8]
+        let fingerprint: PeerFingerprint
+        let partialPath: String
+        let sha256: [UInt8]
+        let size: UInt64
+        let fd: Int32
+        let hasher = SHA256Hasher()
+        let written = Atomic<UInt64>(0)
+        let reader = Mutex<Task<Void, Never>?>(nil)
+
+        init(
+            resource: IncomingResource, id: [UInt8], fingerprint: PeerFingerprint, partialPath: String, sha256: [UInt8],
+            size: UInt64, fd: Int32
+        ) {
+            self.resource = resource
+            self.id = id
+            self.fingerprint = fingerprint
+            self.partialPath = partialPath
+            self.sha256 = sha256
+            self.size = size
+            self.fd = fd
+        }
+    }
+
+    private struct State {
+        /// The offsets transfers were resumed from (tests check a cut transfer did not start over).
+        var resumedFrom: [UInt64] = []
+        var outgoing: [[UInt8]: Outgoing] = [:]
+        var incoming: [[UInt8]: Incoming] = [:]
+        var hooks: Hooks?
+    }
+
+    let directory: String
+    let maximumSize: Int64
+    private let state = Mutex(State())
+
+    init(directory: String, maximumSize: Int64) {
+        self.directory = directory
+        self.maximumSize = maximumSize
+    }
+
+    func attach(_ hooks: Hooks) { state.withLock { $0.hooks = hooks } }
+
+    /// The offsets outgoing transfers were resumed from.
+    var resumedFrom: [UInt64] { state.withLock { $0.resumedFrom } }
+
+    /// Transfers under way, both ways.
+    var activeCount: Int { state.withLock { $0.outgoing.count + $0.incoming.count } }
+
+    private var hooks: Hooks? { state.withLock { $0.hooks } }
+
+    // MARK: Sending
+
+    func send(url: URL, name: String, to peer: Peer) async throws(SessionError) -> ResourceTransfer {
+        let fp = peer.claimedFingerprint
+        var path = url.path
+        var temporary = false
+        if let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" {
+            path = try await Self.download(url)
+            temporary = true
+        } else if !url.isFileURL {
+            throw SessionError(.invalidParameter, "\(url) is neither a file URL nor an http(s) URL")
+        }
+        let (size, sha256): (UInt64, [UInt8])
+        do {
+            (size, sha256) = try await Self.measure(path)
+        } catch {
+            if temporary { unlink(path) }
+            throw error
+        }
+        let id = SecureRandom.bytes(SessionWire.idLength)
+        let progress = Progress(totalUnitCount: Int64(size))
+        let transfer = ResourceTransfer(id: id, name: name, peer: peer, progress: progress)
+        state.withLock {
+            $0.outgoing[id] = Outgoing(
+                transfer: transfer, path: path, size: size, sha256: sha256, temporary: temporary, sender: nil)
+        }
+        progress.cancellationHandler = { [weak self] in
+            self?.cancelOutgoing(id, reason: "cancelled by the sender")
+        }
+        guard let hooks, await hooks.control(fp, .resourceOffer(id: id, name: name, size: size, sha256: sha256)) else {
+            let error = SessionError(.notConnected, "\(peer.displayName) is not connected to this session")
+            finishOutgoing(id, .failure(error))
+            throw error
+        }
+        return transfer
+    }
+
+    /// Fetches an http(s) resource into a temporary file (FoundationNetworking).
+    private static func download(_ url: URL) async throws(SessionError) -> String {
+        do {
+            let (file, response) = try await URLSession.shared.download(from: url)
+            if let http = response as? HTTPURLResponse, !(200..<300).contains(http.statusCode) {
+                try? FileManager.default.removeItem(at: file)
+                throw SessionError(.unavailable, "fetching \(url) answered HTTP \(http.statusCode)")
+            }
+            let kept = FileManager.default.temporaryDirectory.appendingPathComponent("mp-download-\(UUID().uuidString)")
+            try FileManager.default.moveItem(at: file, to: kept)
+            return kept.path
+        } catch let error as SessionError {
+            throw error
+        } catch {
+            throw SessionError(.unavailable, "cannot fetch \(url): \(error.localizedDescription)")
+        }
+    }
+
+    /// The size and SHA-256 of a file, read in pieces off the cooperative pool.
+    private static func measure(_ path: String) async throws(SessionError) -> (UInt64, [UInt8]) {
+        let result: Result<(UInt64, [UInt8]), SessionError> = await Task.detached {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                return .failure(
+                    SessionError(.invalidParameter, "cannot read \(path): \(String(cString: strerror(errno)))"))
+            }
+            defer { close(fd) }
+            var status = stat()
+            guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+                return .failure(SessionError(.invalidParameter, "\(path) is not a regular file"))
+            }
+            let hasher = SHA256Hasher()
+            var buffer = [UInt8](repeating: 0, count: chunkSize)
+            var total: UInt64 = 0
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return .failure(
+                        SessionError(.unavailable, "cannot read \(path): \(String(cString: strerror(errno)))"))
+                }
+                if count == 0 { break }
+                hasher.update(buffer[0..<count])
+                total += UInt64(count)
+            }
+            return .success((total, hasher.finish()))
+        }.value
+        return try result.get()
+    }
+
+    /// The receiver said how much it holds: (re)start streaming from there.
+    private func resumeSending(_ id: [UInt8], from have: UInt64) {
+        guard let hooks else { return }
+        let started = state.withLock { state -> (Outgoing)? in
+            guard let outgoing = state.outgoing[id] else { return nil }
+            outgoing.sender?.cancel()
+            return outgoing
+        }
+        guard let outgoing = started else { return }
+        if have > 0 { state.withLock { $0.resumedFrom.append(have) } }
+        outgoing.transfer.progress.completedUnitCount = Int64(min(have, outgoing.size))
+        let fp = outgoing.transfer.peer.claimedFingerprint
+        let task = Task { [weak self] in
+            guard have <= outgoing.size else {
+                self?.cancelOutgoing(id, reason: "the receiver claims more bytes than the resource has")
+                return
+            }
+            let stream: PeerStream
+            do {
+                stream = try await hooks.openStream(fp, Self.streamPrefix + id.hexString)
+            } catch {
+                return  // The link is gone; the next one re-offers the resource.
+            }
+            let fd = open(outgoing.path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                stream.reset()
+                self?.cancelOutgoing(id, reason: "the sender cannot read the file: \(String(cString: strerror(errno)))")
+                return
+            }
+            defer { close(fd) }
+            var offset = have
+            var buffer = [UInt8](repeating: 0, count: Self.chunkSize)
+            while offset < outgoing.size, !Task.isCancelled {
+                let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else {
+                    stream.reset()
+                    self?.cancelOutgoing(id, reason: "the sender's file changed or cannot be read")
+                    return
+                }
+                do {
+                    try await stream.write(Array(buffer[0..<count]))
+                } catch {
+                    return  // The link dropped: wait for the next one.
+                }
+                offset += UInt64(count)
+            }
+            if Task.isCancelled {
+                stream.reset()
+                return
+            }
+            try? await stream.finish()
+        }
+        state.withLock { $0.outgoing[id]?.sender = task }
+    }
+
+    private func cancelOutgoing(_ id: [UInt8], reason: String) {
+        guard let outgoing = state.withLock({ $0.outgoing[id] }) else { return }
+        let fp = outgoing.transfer.peer.claimedFingerprint
+        if let hooks {
+            Task { _ = await hooks.control(fp, .resourceCancel(id: id, reason: reason)) }
+        }
+        finishOutgoing(id, .failure(SessionError(.cancelled, reason)))
+    }
+
+    private func finishOutgoing(_ id: [UInt8], _ result: Result<ResourceReceipt, SessionError>) {
+        guard let outgoing = state.withLock({ $0.outgoing.removeValue(forKey: id) }) else { return }
+        outgoing.sender?.cancel()
+        if outgoing.temporary { unlink(outgoing.path) }
+        if case .success = result { outgoing.transfer.progress.completedUnitCount = Int64(outgoing.size) }
+        outgoing.transfer.complete(result)
+    }
+
+    // MARK: Receiving
+
+    private func offer(_ id: [UInt8], name: String, size: UInt64, sha256: [UInt8], from peer: Peer) async {
+        guard let hooks else { return }
+        let fp = peer.claimedFingerprint
+        if let existing = state.withLock({ $0.incoming[id] }) {
+            guard existing.fingerprint == fp else { return }
+            // A resumption: stop the old stream's reader, then say how far we are.
+            let reader = existing.reader.withLock { $0 }
+            reader?.cancel()
+            await reader?.value
+            _ = await hooks.control(fp, .resourceProgress(id: id, have: existing.written.load(ordering: .relaxed)))
+            return
+        }
+        func refuse(_ reason: String) async {
+            _ = await hooks.control(fp, .resourceResult(id: id, ok: false, reason: reason))
+        }
+        guard Int64(clamping: size) <= maximumSize else {
+            return await refuse("the resource is \(size) bytes; this peer accepts at most \(maximumSize)")
+        }
+        let counts = state.withLock { state in
+            (state.incoming.count, state.incoming.values.filter { $0.fingerprint == fp }.count)
+        }
+        guard counts.0 < Self.maximumIncoming, counts.1 < Self.maximumIncomingPerPeer else {
+            return await refuse("too many transfers are under way here; try again later")
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            return await refuse("the receiver cannot create its resource folder: \(error.localizedDescription)")
+        }
+        let partial = directory + "/.mp-partial-" + id.hexString
+        let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            return await refuse("the receiver cannot create a file: \(String(cString: strerror(errno)))")
+        }
+        let progress = Progress(totalUnitCount: Int64(clamping: size))
+        let resource = IncomingResource(
+            name: name, peer: peer, size: Int64(clamping: size), progress: progress, sha256: sha256.hexString)
+        let incoming = Incoming(
+            resource: resource, id: id, fingerprint: fp, partialPath: partial, sha256: sha256, size: size, fd: fd)
+        state.withLock { $0.incoming[id] = incoming }
+        progress.cancellationHandler = { [weak self] in
+            self?.failIncoming(id, "cancelled by the receiver", tellSender: true)
+        }
+        hooks.emit(.resourceStarted(resource))
+        _ = await hooks.control(fp, .resourceProgress(id: id, have: 0))
+    }
+
+    /// A member opened a stream named `mp.resource/<id>`: write it to the partial file.
+    func incomingStream(_ stream: PeerStream, from peer: Peer) {
+        let hex = String(stream.name.dropFirst(Self.streamPrefix.count))
+        guard let incoming = state.withLock({ $0.incoming.values.first { $0.id.hexString == hex } }),
+            incoming.fingerprint == peer.claimedFingerprint
+        else {
+            stream.reset()
+            return
+        }
+        let task = Task { [weak self] () -> Void in
+            guard let self else { return }
+            await self.receive(stream, into: incoming)
+        }
+        incoming.reader.withLock { $0 = task }
+    }
+
+    private func receive(_ stream: PeerStream, into incoming: Incoming) async {
+        guard let hooks else { return }
+        var lastConfirmed = incoming.written.load(ordering: .relaxed)
+        while !Task.isCancelled {
+            let chunk: [UInt8]?
+            do {
+                chunk = try await stream.read()
+            } catch {
+                return  // The link dropped (or the sender reset the stream): the transfer waits for a resumption.
+            }
+            guard let chunk else { break }
+            let offset = incoming.written.load(ordering: .relaxed)
+            guard offset + UInt64(chunk.count) <= incoming.size else {
+                stream.reset()
+                return failIncoming(incoming.id, "the sender sent more bytes than announced", tellSender: true)
+            }
+            if let failure = Self.write(chunk, to: incoming.fd, at: offset) {
+                stream.reset()
+                return failIncoming(incoming.id, failure, tellSender: true)
+            }
+            incoming.hasher.update(chunk)
+            let written = offset + UInt64(chunk.count)
+            incoming.written.store(written, ordering: .relaxed)
+            incoming.resource.progress.completedUnitCount = Int64(written)
+            if written - lastConfirmed >= Self.progressInterval {
+                lastConfirmed = written
+                _ = await hooks.control(incoming.fingerprint, .resourceProgress(id: incoming.id, have: written))
+            }
+        }
+        guard !Task.isCancelled else { return }
+        let written = incoming.written.load(ordering: .relaxed)
+        guard written == incoming.size else {
+            return failIncoming(
+                incoming.id, "the stream ended after \(written) of \(incoming.size) bytes", tellSender: true)
+        }
+        guard incoming.hasher.finish() == incoming.sha256 else {
+            return failIncoming(incoming.id, "the SHA-256 of what arrived differs from the sender's", tellSender: true)
+        }
+        guard fsync(incoming.fd) == 0 || errno == EINVAL else {
+            return failIncoming(
+                incoming.id, "the receiver cannot save the file: \(String(cString: strerror(errno)))", tellSender: true)
+        }
+        guard state.withLock({ $0.incoming.removeValue(forKey: incoming.id) }) != nil else { return }
+        close(incoming.fd)
+        do {
+            let path = try ResourceName.place(partial: incoming.partialPath, as: incoming.resource.name, in: directory)
+            _ = await hooks.control(incoming.fingerprint, .resourceResult(id: incoming.id, ok: true, reason: ""))
+            hooks.emit(.resourceFinished(incoming.resource, .success(URL(fileURLWithPath: path))))
+        } catch {
+            unlink(incoming.partialPath)
+            _ = await hooks.control(
+                incoming.fingerprint, .resourceResult(id: incoming.id, ok: false, reason: error.reason))
+            hooks.emit(.resourceFinished(incoming.resource, .failure(error)))
+        }
+    }
+
+    /// Writes all of `bytes` at `offset`, or says why not (a full disk in so many words).
+    private static func write(_ bytes: [UInt8], to fd: Int32, at offset: UInt64) -> String? {
+        var done = 0
+        while done < bytes.count {
+            let count = bytes.withUnsafeBytes {
+                pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done))
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                if errno == ENOSPC || errno == EDQUOT { return "the receiver's disk is full" }
+                return "the receiver cannot write the file: \(String(cString: strerror(errno)))"
+            }
+            done += count
+        }
+        return nil
+    }
+
+    private func failIncoming(_ id: [UInt8], _ reason: String, tellSender: Bool) {
+        guard let incoming = state.withLock({ $0.incoming.removeValue(forKey: id) }) else { return }
+        incoming.reader.withLock { $0 }?.cancel()
+        close(incoming.fd)
+        unlink(incoming.partialPath)
+        if tellSender, let hooks {
+            Task { _ = await hooks.control(incoming.fingerprint, .resourceResult(id: id, ok: false, reason: reason)) }
+        }
+        hooks?.emit(.resourceFinished(incoming.resource, .failure(SessionError(.cancelled, reason))))
+    }
+
+    // MARK: Control messages and links
+
+    /// A resource control message from a member.
+    func handle(_ message: SessionWire.Message, from peer: Peer) {
+        let fp = peer.claimedFingerprint
+        switch message {
+        case .resourceOffer(let id, let name, let size, let sha256):
+            Task { await offer(id, name: name, size: size, sha256: sha256, from: peer) }
+        case .resourceProgress(let id, let have):
+            guard let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp
+            else { return }
+            let restart =
+                outgoing.sender == nil || outgoing.sender!.isCancelled
+                || UInt64(outgoing.transfer.progress.completedUnitCount) > have
+            outgoing.transfer.progress.completedUnitCount = Int64(min(have, outgoing.size))
+            if restart { resumeSending(id, from: have) }
+        case .resourceResult(let id, let ok, let reason):
+            guard let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp
+            else { return }
+            finishOutgoing(
+                id,
+                ok
+                    ? .success(ResourceReceipt(size: Int64(outgoing.size), sha256: outgoing.sha256.hexString))
+                    : .failure(SessionError(.cancelled, "\(peer.displayName): \(reason)")))
+        case .resourceCancel(let id, let reason):
+            if let incoming = state.withLock({ $0.incoming[id] }), incoming.fingerprint == fp {
+                failIncoming(id, "\(peer.displayName) cancelled: \(reason)", tellSender: false)
+            } else if let outgoing = state.withLock({ $0.outgoing[id] }),
+                outgoing.transfer.peer.claimedFingerprint == fp
+            {
+                finishOutgoing(id, .failure(SessionError(.cancelled, "\(peer.displayName) cancelled: \(reason)")))
+            }
+        default:
+            break
+        }
+    }
+
+    /// A new link to the peer is ready: offer again what is unfinished, so the receiver says where to resume.
+    func linkResumed(_ fp: PeerFingerprint) {
+        guard let hooks else { return }
+        let offers = state.withLock { state in
+            state.outgoing.values.filter { $0.transfer.peer.claimedFingerprint == fp }.map {
+                ($0.transfer.id, $0.transfer.name, $0.size, $0.sha256)
+            }
+        }
+        for (id, name, size, sha256) in offers {
+            state.withLock { $0.outgoing[id]?.sender?.cancel() }
+            Task { _ = await hooks.control(fp, .resourceOffer(id: id, name: name, size: size, sha256: sha256)) }
+        }
+    }
+
+    /// The peer is gone for good: its transfers fail both ways with the reason.
+    func peerGone(_ fp: PeerFingerprint, reason: String) {
+        let (outgoing, incoming) = state.withLock { state in
+            (
+                state.outgoing.values.filter { $0.transfer.peer.claimedFingerprint == fp }.map(\.transfer.id),
+                state.incoming.values.filter { $0.fingerprint == fp }.map(\.id)
+            )
+        }
+        for id in outgoing { finishOutgoing(id, .failure(SessionError(.notConnected, reason))) }
+        for id in incoming { failIncoming(id, reason, tellSender: false) }
+    }
+
+    /// The session ends: everything fails.
+    func shutdown(reason: String) {
+        let (outgoing, incoming) = state.withLock { state in
+            (Array(state.outgoing.keys), Array(state.incoming.keys))
+        }
+        for id in outgoing { finishOutgoing(id, .failure(SessionError(.cancelled, reason))) }
+        for id in incoming { failIncoming(id, reason, tellSender: false) }
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import MultipeerIO
+import Testing
+
+@testable import Multipeer
+
+/// Resources between in-process sessions: streamed, verified, saved under safe names inside the folder, cancelled
+/// from either side, resumed after a cut link.
+@Suite("Session resources", .busy)
+struct SessionResourceTests {
+    static func folder() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("mp-res-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// A file of `size` pseudo-random bytes.
+    static func file(size: Int, in directory: String, named name: String = "source.bin") throws -> URL {
+        var random = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: size)
+        for index in stride(from: 0, to: size, by: 8) {
+            withUnsafeBytes(of: random.next() as UInt64) { word in
+                for offset in 0..<min(8, size - index) { bytes[index + offset] = word[offset] }
+            }
+        }
+        let url = URL(fileURLWithPath: directory).appendingPathComponent(name)
+        try Data(bytes).write(to: url)
+        return url
+    }
+
+    static func pair(receiverFolder: String) async throws -> (SessionNode, SessionNode) {
+        var configuration = SessionConfiguration()
+        configuration.resourceDirectory = receiverFolder
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob", configuration: configuration)
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        return (alice, bob)
+    }
+
+    static func finished(_ recorder: EventRecorder, count: Int = 1) async -> [Result<URL, SessionError>] {
+        for _ in 0..<1000 {
+            let done = recorder.all.compactMap { event -> Result<URL, SessionError>? in
+                if case .resourceFinished(_, let result) = event { return result }
+                return nil
+            }
+            if done.count >= count { return done }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return []
+    }
+
+    @Test func aFileArrivesVerifiedWithProgressOnBothSides() async throws {
+        let source = try Self.folder()
+        let destination = try Self.folder()
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: destination)
+        }
+        let file = try Self.file(size: 20 << 20, in: source)
+        let (alice, bob) = try await Self.pair(receiverFolder: destination)
+        let transfer = try await alice.session.sendResource(at: file, named: "holiday photo.jpg", to: bob.peer)
+        let receipt = try await transfer.finished()
+        #expect(receipt.size == 20 << 20)
+        #expect(receipt.sha256 == SHA256.hash(Array(try Data(contentsOf: file))).hexString)
+        #expect(transfer.progress.completedUnitCount == 20 << 20 && transfer.progress.totalUnitCount == 20 << 20)
+        let results = await Self.finished(bob.recorder)
+        guard case .success(let saved)? = results.first else {
+            Issue.record("no file reported: \(results)")
+            return
+        }
+        #expect(saved.path == destination + "/holiday photo.jpg")
+        #expect(try Data(contentsOf: saved) == Data(contentsOf: file))
+        let started = bob.recorder.all.compactMap { event -> IncomingResource? in
+            if case .resourceStarted(let resource) = event { return resource }
+            return nil
+        }
+        #expect(started.first?.name == "holiday photo.jpg" && started.first?.size == 20 << 20)
+        #expect(started.first?.progress.completedUnitCount == 20 << 20)
+        // Nothing but the file is left in the folder.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: destination) == ["holiday photo.jpg"])
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func hostileNamesLandInsideTheFolderUnderSafeNames() async throws {
+        let source = try Self.folder()
+        let destination = try Self.folder()
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: destination)
+        }
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: destination + "/existing.txt"))
+        let file = try Self.file(size: 1000, in: source)
+        let (alice, bob) = try await Self.pair(receiverFolder: destination)
+        let names = [
+            "../../etc/passwd", "/etc/shadow", String(repeating: "x", count: 10_000) + ".txt", "a\nb\u{1b}[31mred\u{7}",
+            "existing.txt", "..", "C:\\Windows\\system32.dll",
+        ]
+        for name in names {
+            _ = try await alice.session.sendResource(at: file, named: name, to: bob.peer).finished()
+        }
+        let results = await Self.finished(bob.recorder, count: names.count)
+        let saved = results.compactMap { try? $0.get().path }
+        #expect(saved.count == names.count)
+        for path in saved {
+            #expect(path.hasPrefix(destination + "/"), "\(path)")
+            let name = String(path.dropFirst(destination.count + 1))
+            #expect(!name.contains("/") && !name.hasPrefix(".") && name.utf8.count <= 200, "\(name)")
+            #expect(!name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "\(name)")
+        }
+        #expect(saved[0].hasSuffix("/passwd") && saved[1].hasSuffix("/shadow"))
+        #expect(saved[2].hasSuffix("/" + String(repeating: "x", count: 200)))  // cut to 512 bytes on the wire, then 200
+        #expect(saved[4].hasSuffix("/existing (2).txt"))
+        #expect(saved[5].hasSuffix("/resource"))
+        #expect(try String(contentsOfFile: destination + "/existing.txt", encoding: .utf8) == "keep me")
+        #expect(!FileManager.default.fileExists(atPath: "/etc/passwd.mp"))
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func cancellingOnEitherSideEndsBothWithTheReasonAndLeavesNoPartialFile() async throws {
+        let source = try Self.folder()
+        let destination = try Self.folder()
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: destination)
+        }
+        let file = try Self.file(size: 64 << 20, in: source)
+        let (alice, bob) = try await Self.pair(receiverFolder: destination)
+        // The sender cancels.
+        let first = try await alice.session.sendResource(at: file, named: "big.bin", to: bob.peer)
+        #expect(await waitUntil { first.progress.completedUnitCount > 0 })
+        first.progress.cancel()
+        await #expect(throws: SessionError.self) { try await first.finished() }
+        let afterSender = await Self.finished(bob.recorder)
+        guard case .failure(let error)? = afterSender.first else {
+            Issue.record("the receiver did not see the cancellation: \(afterSender)")
+            return
+        }
+        #expect(error.reason.contains("cancelled"), "\(error.reason)")
+        // The receiver cancels.
+        let second = try await alice.session.sendResource(at: file, named: "big.bin", to: bob.peer)
+        #expect(
+            await waitUntil {
+                bob.recorder.all.filter { if case .resourceStarted = $0 { true } else { false } }.count == 2
+            })
+        let incoming = bob.recorder.all.compactMap { event -> IncomingResource? in
+            if case .resourceStarted(let resource) = event { return resource }
+            return nil
+        }.last!
+        #expect(await waitUntil { incoming.progress.completedUnitCount > 0 })
+        incoming.progress.cancel()
+        do {
+            _ = try await second.finished()
+            Issue.record("the sender's transfer succeeded after the receiver cancelled")
+        } catch {
+            #expect(error.reason.contains("cancelled by the receiver"), "\(error.reason)")
+        }
+        #expect(
+            await waitUntil { (try? FileManager.default.contentsOfDirectory(atPath: destination))?.isEmpty == true })
+        #expect(await waitUntil { alice.session.resources.activeCount == 0 && bob.session.resources.activeCount == 0 })
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func aTransferCutByADroppedLinkResumesAndCompletesVerified() async throws {
+        let source = try Self.folder()
+        let destination = try Self.folder()
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: destination)
+        }
+        let size = 96 << 20
+        let file = try Self.file(size: size, in: source)
+        let (alice, bob) = try await Self.pair(receiverFolder: destination)
+        let transfer = try await alice.session.sendResource(at: file, named: "big.bin", to: bob.peer)
+        #expect(await waitUntil { transfer.progress.completedUnitCount > Int64(size / 4) })
+        await alice.session.memberLink(bob.identity.fingerprint)?.connection.abort()
+        let receipt = try await transfer.finished()
+        #expect(receipt.sha256 == SHA256.hash(Array(try Data(contentsOf: file))).hexString)
+        #expect(
+            alice.session.resources.resumedFrom.contains { $0 >= UInt64(size / 4) },
+            "\(alice.session.resources.resumedFrom)")
+        let results = await Self.finished(bob.recorder)
+        #expect((try? results.first?.get())?.path == destination + "/big.bin")
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func namesAreSanitized() {
+        #expect(ResourceName.sanitize("../../etc/passwd") == "passwd")
+        #expect(ResourceName.sanitize("/") == "resource")
+        #expect(ResourceName.sanitize("...hidden") == "hidden")
+        #expect(ResourceName.sanitize("a\u{0}b\nc") == "abc")
+        #expect(ResourceName.sanitize("dir\\file.txt") == "file.txt")
+        let long = ResourceName.sanitize(String(repeating: "é", count: 500) + ".jpeg")
+        #expect(long.utf8.count <= 200 && long.hasSuffix(".jpeg"))
+        #expect(ResourceName.candidate("photo.jpg", 3) == "photo (3).jpg")
+        #expect(ResourceName.candidate("README", 2) == "README (2)")
+    }
+}
