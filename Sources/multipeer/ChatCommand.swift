@@ -52,16 +52,7 @@ struct ChatCommand {
 
     func run() async -> Int32 {
         let signals = TerminationSignals()
-        var networkConfiguration = PeerNetwork.Configuration()
-        networkConfiguration.discovery = discovery.configuration
-        if discovery.configuration.interfaces == .loopbackOnly {
-            networkConfiguration.listenAddresses = [.v4(IPv4Address(127, 0, 0, 1))]
-        }
-        let connection = connection
-        networkConfiguration.tuneConnections = {
-            $0.silenceTimeout = connection.silenceTimeout
-            $0.keepaliveInterval = connection.keepaliveInterval
-        }
+        let networkConfiguration = Self.networkConfiguration(discovery, connection)
         let chat: Chat
         do {
             let network = try PeerNetwork(configuration: networkConfiguration)
@@ -96,6 +87,25 @@ struct ChatCommand {
         }
         await chat.leave()
         return 0
+    }
+}
+
+extension ChatCommand {
+    /// The network the session commands (`chat`, `send`, `receive`) use: the discovery options' interfaces
+    /// (loopback pins the listener to 127.0.0.1 too) and the connection options' timeouts.
+    static func networkConfiguration(
+        _ discovery: DiscoveryOptions, _ connection: ConnectionConfiguration
+    ) -> PeerNetwork.Configuration {
+        var networkConfiguration = PeerNetwork.Configuration()
+        networkConfiguration.discovery = discovery.configuration
+        if discovery.configuration.interfaces == .loopbackOnly {
+            networkConfiguration.listenAddresses = [.v4(IPv4Address(127, 0, 0, 1))]
+        }
+        networkConfiguration.tuneConnections = {
+            $0.silenceTimeout = connection.silenceTimeout
+            $0.keepaliveInterval = connection.keepaliveInterval
+        }
+        return networkConfiguration
     }
 }
 

@@ -11,6 +11,8 @@ struct MultipeerTool {
         ("listen", ListenCommand.usage, ListenCommand.summary),
         ("connect", ConnectCommand.usage, ConnectCommand.summary),
         ("chat", ChatCommand.usage, ChatCommand.summary),
+        ("send", FilesCommand.sendUsage, FilesCommand.sendSummary),
+        ("receive", FilesCommand.receiveUsage, FilesCommand.receiveSummary),
     ]
 
     static var help: String {
@@ -43,6 +45,8 @@ struct MultipeerTool {
             case "listen": status = try await ListenCommand(arguments: arguments).run()
             case "connect": status = try await ConnectCommand(arguments: arguments).run()
             case "chat": status = try await ChatCommand(arguments: arguments).run()
+            case "send": status = try await SendCommand(arguments: arguments).run()
+            case "receive": status = try await ReceiveCommand(arguments: arguments).run()
             default: throw UsageError("unknown command '\(name)'")
             }
             exit(status)

@@ -1,0 +1,313 @@
+internal import Foundation
+internal import Glibc
+import MulticastDNS
+import Multipeer
+import MultipeerIO
+
+/// `multipeer send FILE --to NAME` and `multipeer receive`: one file between two peers, with progress, a
+/// SHA-256 both sides print, resumption after a dropped link, and a clean cancel on Ctrl-C.
+enum FilesCommand {
+    static let defaultService = "mp-files"
+    static let sendUsage =
+        "multipeer send FILE --to NAME [--service SERVICE] [--timeout SECONDS] \(ConnectionOptions.usage) "
+        + DiscoveryOptions.usage
+    static let sendSummary = "send a file (or an http(s) URL) to a peer, with progress and its SHA-256"
+    static let receiveUsage =
+        "multipeer receive [--dir DIR] [--yes] [--keep-going] [--service SERVICE] \(ConnectionOptions.usage) "
+        + DiscoveryOptions.usage
+    static let receiveSummary = "receive files into a folder; asks once per new peer (or --yes)"
+}
+
+/// Prints a transfer's progress: a bar on a terminal, otherwise a line at most once a second.
+final class ProgressPrinter: Sendable {
+    let verb: String
+    let name: String
+    let total: Int64
+    let started = ContinuousClock.now
+    let terminal = isatty(STDOUT_FILENO) == 1
+
+    init(verb: String, name: String, total: Int64) {
+        self.verb = verb
+        self.name = name
+        self.total = total
+    }
+
+    static func bytes(_ count: Int64) -> String {
+        let value = Double(count)
+        if value >= Double(1 << 30) { return String(format: "%.2f GiB", value / Double(1 << 30)) }
+        if value >= Double(1 << 20) { return String(format: "%.1f MiB", value / Double(1 << 20)) }
+        if value >= 1024 { return String(format: "%.1f KiB", value / 1024) }
+        return "\(count) B"
+    }
+
+    func line(_ done: Int64) -> String {
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let rate = seconds > 0 ? Double(done) / seconds : 0
+        let left = rate > 0 ? Double(total - done) / rate : 0
+        return "\(verb) \(name) \(Self.bytes(done)) of \(Self.bytes(total)), \(Self.bytes(Int64(rate)))/s, "
+            + String(format: "%.0f s left", left)
+    }
+
+    /// Reports until `done()` says the transfer ended.
+    func run(_ completed: @escaping @Sendable () -> Int64, done: @escaping @Sendable () -> Bool) async {
+        while !done() {
+            let count = completed()
+            if terminal {
+                let width = 30
+                let filled = total > 0 ? Int(Double(width) * Double(count) / Double(total)) : width
+                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+                FileHandle.standardOutput.write(Data("\r[\(bar)] \(line(count))\u{1b}[K".utf8))
+                try? await Task.sleep(for: .milliseconds(100))
+            } else {
+                Output.line(line(count))
+                for _ in 0..<10 where !done() { try? await Task.sleep(for: .milliseconds(100)) }
+            }
+        }
+        if terminal { FileHandle.standardOutput.write(Data("\r\u{1b}[K".utf8)) }
+    }
+}
+
+struct SendCommand {
+    var file: String
+    var peerName: String
+    var service: String
+    var timeout: Duration
+    var connection: ConnectionConfiguration
+    var discovery: DiscoveryOptions
+
+    init(arguments: [String]) throws(UsageError) {
+        var arguments = CommandLineArguments(arguments)
+        discovery = try DiscoveryOptions(parsing: &arguments)
+        connection = try ConnectionOptions(parsing: &arguments, defaultName: ProcessInfo.processInfo.hostName)
+            .configuration
+        guard let to = try arguments.value(of: "--to") else { throw UsageError("--to NAME is required") }
+        peerName = to
+        service = try arguments.value(of: "--service") ?? FilesCommand.defaultService
+        _ = try DiscoveryOptions.serviceType(service)
+        timeout =
+            try arguments.value(of: "--timeout").map { text throws(UsageError) in
+                try DiscoveryOptions.seconds(text, option: "--timeout")
+            } ?? .seconds(30)
+        file = try arguments.positional("FILE")
+        try arguments.finish()
+    }
+
+    func run() async -> Int32 {
+        let signals = TerminationSignals()
+        let url: URL
+        if file.hasPrefix("http://") || file.hasPrefix("https://"), let remote = URL(string: file) {
+            url = remote
+        } else {
+            url = URL(fileURLWithPath: file)
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                Output.error("multipeer: cannot read \(file)")
+                return 1
+            }
+        }
+        let name = url.lastPathComponent.isEmpty ? "resource" : url.lastPathComponent
+        let network: PeerNetwork
+        let session: Session
+        let browser: PeerBrowser
+        do {
+            network = try PeerNetwork(configuration: ChatCommand.networkConfiguration(discovery, connection))
+            session = try await Session(
+                identity: connection.identity,
+                configuration: SessionConfiguration(
+                    encryption: connection.encryption, groupSecret: connection.groupSecret),
+                network: network)
+            browser = try await PeerBrowser(serviceType: service, identity: connection.identity, network: network)
+        } catch {
+            Output.error("multipeer: \(error.reason)")
+            return 1
+        }
+        let work = Task { () -> (Int32, String) in
+            var found: DiscoveredPeer?
+            for await event in browser.events {
+                if case .found(let peer) = event, peer.peer.displayName == peerName {
+                    found = peer
+                    break
+                }
+            }
+            guard let found else { return (1, "\(peerName) was not found") }
+            switch await browser.invite(found.peer, into: session, timeout: timeout) {
+            case .accepted: break
+            case let outcome: return (1, "\(peerName) \(outcome)")
+            }
+            let transfer: ResourceTransfer
+            do throws(SessionError) {
+                transfer = try await session.sendResource(at: url, named: name, to: found.peer)
+            } catch {
+                return (1, error.reason)
+            }
+            let printer = ProgressPrinter(verb: "sending", name: name, total: transfer.progress.totalUnitCount)
+            let progress = Task {
+                await printer.run({ transfer.progress.completedUnitCount }, done: { transfer.isFinished })
+            }
+            let result = await withTaskCancellationHandler { () async -> Result<ResourceReceipt, SessionError> in
+                do throws(SessionError) {
+                    return .success(try await transfer.finished())
+                } catch {
+                    return .failure(error)
+                }
+            } onCancel: {
+                transfer.progress.cancel()
+            }
+            await progress.value
+            switch result {
+            case .success(let receipt):
+                return (0, "sent \(name) \(receipt.size) sha256 \(receipt.sha256) to \(peerName)")
+            case .failure(let error):
+                return (1, "not sent: \(error.reason)")
+            }
+        }
+        let signalled = Task {
+            _ = await signals.wait()
+            work.cancel()
+        }
+        let (status, line) = await withTaskCancellationHandler {
+            await work.value
+        } onCancel: {
+            work.cancel()
+        }
+        signalled.cancel()
+        if status == 0 {
+            Output.line(line)
+        } else {
+            Output.error("multipeer: \(work.isCancelled ? "cancelled" : line)")
+        }
+        browser.stop()
+        await session.disconnect()
+        try? await Task.sleep(for: .milliseconds(100))
+        await network.shutdown()
+        return work.isCancelled ? 130 : status
+    }
+}
+
+struct ReceiveCommand {
+    var directory: String
+    var yes: Bool
+    var keepGoing: Bool
+    var service: String
+    var connection: ConnectionConfiguration
+    var discovery: DiscoveryOptions
+
+    init(arguments: [String]) throws(UsageError) {
+        var arguments = CommandLineArguments(arguments)
+        discovery = try DiscoveryOptions(parsing: &arguments)
+        connection = try ConnectionOptions(parsing: &arguments, defaultName: ProcessInfo.processInfo.hostName)
+            .configuration
+        directory = try arguments.value(of: "--dir") ?? FileManager.default.currentDirectoryPath
+        yes = arguments.flag("--yes")
+        keepGoing = arguments.flag("--keep-going")
+        service = try arguments.value(of: "--service") ?? FilesCommand.defaultService
+        _ = try DiscoveryOptions.serviceType(service)
+        try arguments.finish()
+    }
+
+    func run() async -> Int32 {
+        let signals = TerminationSignals()
+        let interactive = isatty(STDIN_FILENO) == 1
+        let store: TrustOnFirstUseStore
+        do {
+            let configDirectory =
+                (ProcessInfo.processInfo.environment["XDG_CONFIG_HOME"] ?? NSHomeDirectory() + "/.config")
+                + "/multipeer"
+            try FileManager.default.createDirectory(
+                atPath: configDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            store = try TrustOnFirstUseStore(path: configDirectory + "/trusted-peers")
+        } catch {
+            Output.error("multipeer: cannot open the trusted-peers file: \(error)")
+            return 1
+        }
+        var configuration = SessionConfiguration(encryption: connection.encryption, groupSecret: connection.groupSecret)
+        configuration.resourceDirectory = directory
+        let network: PeerNetwork
+        let session: Session
+        let advertiser: PeerAdvertiser
+        do {
+            network = try PeerNetwork(configuration: ChatCommand.networkConfiguration(discovery, connection))
+            session = try await Session(identity: connection.identity, configuration: configuration, network: network)
+            advertiser = try await PeerAdvertiser(
+                serviceType: service, identity: connection.identity, encryption: connection.encryption,
+                groupSecret: connection.groupSecret, network: network)
+        } catch {
+            Output.error("multipeer: \(error.reason)")
+            return 1
+        }
+        Output.line("receiving as \(connection.identity.displayName) into \(directory)")
+        let yes = yes
+        let answering = Task {
+            for await invitation in advertiser.invitations {
+                let peer = invitation.peer
+                let code = invitation.verificationCode?.description ?? "none"
+                var accept = yes
+                if !yes, let known = store.fingerprint(for: peer.displayName), known == peer.fingerprint {
+                    accept = true
+                } else if !yes && interactive {
+                    Output.line(
+                        "\(peer.displayName) (\(peer.claimedFingerprint)) wants to send you files; code \(code)")
+                    Output.line("trust this peer? [y/N] ")
+                    accept = (readLine() ?? "").lowercased().hasPrefix("y")
+                    if accept { _ = try? store.evaluate(peer) }
+                } else if !yes {
+                    Output.error(
+                        "multipeer: \(peer.displayName) wants to send a file; not a terminal, so not asked "
+                            + "(run with --yes to accept)")
+                }
+                if accept {
+                    try? await invitation.accept(into: session)
+                } else {
+                    invitation.decline(reason: yes || interactive ? "not trusted" : "the receiver cannot ask its user")
+                }
+            }
+        }
+        let keepGoing = keepGoing
+        let work = Task { () -> Int32 in
+            var status: Int32 = 0
+            var printers: [ObjectIdentifier: Task<Void, Never>] = [:]
+            for await event in session.events {
+                switch event {
+                case .resourceStarted(let resource):
+                    let printer = ProgressPrinter(verb: "receiving", name: resource.name, total: resource.size)
+                    printers[ObjectIdentifier(resource)] = Task {
+                        await printer.run(
+                            { resource.progress.completedUnitCount },
+                            done: { resource.progress.isFinished || resource.progress.isCancelled })
+                    }
+                case .resourceFinished(let resource, let result):
+                    printers.removeValue(forKey: ObjectIdentifier(resource))?.cancel()
+                    switch result {
+                    case .success(let url):
+                        Output.line(
+                            "received \(url.lastPathComponent) \(resource.size) sha256 \(resource.sha256) from "
+                                + resource.peer.displayName)
+                        status = 0
+                    case .failure(let error):
+                        Output.error(
+                            "multipeer: \(resource.name) from \(resource.peer.displayName) failed: \(error.reason)")
+                        status = 1
+                    }
+                    if !keepGoing { return status }
+                case .peerChanged(let peer, .reconnecting, let reason):
+                    Output.line("reconnecting \(peer.displayName): \(reason)")
+                default:
+                    break
+                }
+            }
+            return status
+        }
+        let signalled = Task {
+            _ = await signals.wait()
+            work.cancel()
+        }
+        let status = await work.value
+        signalled.cancel()
+        answering.cancel()
+        await session.disconnect()
+        await advertiser.stop()
+        try? await Task.sleep(for: .milliseconds(100))
+        await network.shutdown()
+        return work.isCancelled ? 130 : status
+    }
+}
