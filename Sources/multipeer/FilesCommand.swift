@@ -3,6 +3,7 @@ internal import Glibc
 import MulticastDNS
 import Multipeer
 import MultipeerIO
+internal import Synchronization
 
 /// `multipeer send FILE --to NAME` and `multipeer receive`: one file between two peers, with progress, a
 /// SHA-256 both sides print, resumption after a dropped link, and a clean cancel on Ctrl-C.
@@ -16,6 +17,17 @@ enum FilesCommand {
         "multipeer receive [--dir DIR] [--yes] [--keep-going] [--service SERVICE] \(ConnectionOptions.usage) "
         + DiscoveryOptions.usage
     static let receiveSummary = "receive files into a folder; asks once per new peer (or --yes)"
+}
+
+/// The process's peak resident memory (VmHWM), printed as `peak memory N KiB` when MULTIPEER_REPORT_MEMORY=1, so
+/// tests and benchmarks can check it.
+func reportPeakMemory() {
+    guard ProcessInfo.processInfo.environment["MULTIPEER_REPORT_MEMORY"] == "1",
+        let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+    else { return }
+    let kib = line.split(separator: " ").dropFirst().first.map(String.init) ?? "?"
+    Output.line("peak memory \(kib) KiB")
 }
 
 /// Prints a transfer's progress: a bar on a terminal, otherwise a line at most once a second.
@@ -161,26 +173,25 @@ struct SendCommand {
                 return (1, "not sent: \(error.reason)")
             }
         }
+        let interrupted = Interrupted()
         let signalled = Task {
-            _ = await signals.wait()
+            guard await signals.wait() != 0, !Task.isCancelled else { return }
+            interrupted.set()
             work.cancel()
         }
-        let (status, line) = await withTaskCancellationHandler {
-            await work.value
-        } onCancel: {
-            work.cancel()
-        }
+        let (status, line) = await work.value
         signalled.cancel()
         if status == 0 {
             Output.line(line)
         } else {
-            Output.error("multipeer: \(work.isCancelled ? "cancelled" : line)")
+            Output.error("multipeer: \(interrupted.value ? "cancelled" : line)")
         }
+        reportPeakMemory()
         browser.stop()
         await session.disconnect()
         try? await Task.sleep(for: .milliseconds(100))
         await network.shutdown()
-        return work.isCancelled ? 130 : status
+        return interrupted.value ? 130 : status
     }
 }
 
@@ -297,17 +308,27 @@ struct ReceiveCommand {
             }
             return status
         }
+        let interrupted = Interrupted()
         let signalled = Task {
-            _ = await signals.wait()
+            guard await signals.wait() != 0, !Task.isCancelled else { return }
+            interrupted.set()
             work.cancel()
         }
         let status = await work.value
         signalled.cancel()
+        reportPeakMemory()
         answering.cancel()
         await session.disconnect()
         await advertiser.stop()
         try? await Task.sleep(for: .milliseconds(100))
         await network.shutdown()
-        return work.isCancelled ? 130 : status
+        return interrupted.value ? 130 : status
     }
+}
+
+/// Whether SIGINT or SIGTERM arrived.
+final class Interrupted: Sendable {
+    private let flag = Mutex(false)
+    func set() { flag.withLock { $0 = true } }
+    var value: Bool { flag.withLock { $0 } }
 }

@@ -200,3 +200,33 @@ struct SessionResourceTests {
         #expect(ResourceName.candidate("README", 2) == "README (2)")
     }
 }
+
+extension SessionResourceTests {
+    @Test func aSenderThatDiesMidTransferFailsTheIncomingResourceAfterTheGrace() async throws {
+        let source = try Self.folder()
+        let destination = try Self.folder()
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: destination)
+        }
+        let file = try Self.file(size: 64 << 20, in: source)
+        var configuration = SessionConfiguration()
+        configuration.resourceDirectory = destination
+        configuration.reconnectGrace = .seconds(1)
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob", configuration: configuration)
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        let transfer = try await alice.session.sendResource(at: file, named: "big.bin", to: bob.peer)
+        #expect(await waitUntil { transfer.progress.completedUnitCount > 0 })
+        alice.network.loop.shutdown()
+        let results = await Self.finished(bob.recorder)
+        guard case .failure(let error)? = results.first else {
+            Issue.record("no failure reported: \(results) \(bob.recorder.states)")
+            return
+        }
+        #expect(error.reason.contains("not back within"), "\(error.reason)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: destination).isEmpty)
+        await bob.shutdown()
+    }
+}
