@@ -8,7 +8,9 @@ import Synchronization
 // `multipeer-bench session`: 1. invitation to both sides connected, for a peer already discovered, against a
 // bare TLS connect in the same runs; 2. a mesh of 8, 16 and 32 `multipeer chat` processes in a namespace lab,
 // from a cold start to fully meshed, against the time until every process has discovered every other; 3. one
-// member broadcasting 1 KiB messages to 31 others, against the same sender to one member.
+// member broadcasting 1 KiB messages to 31 others, against the same sender to one member; 4. a 1 GiB file
+// between two lab hosts against iperf3, with peak memory; 5. a link back after a 3 s outage to the session
+// whole and the outage's messages delivered.
 
 func runSession(_ options: BenchmarkOptions) throws -> Bool {
     let started = Date()
@@ -30,6 +32,20 @@ func runSession(_ options: BenchmarkOptions) throws -> Bool {
         let (row, note) = try blockingAwait { try await SessionBenchmark.broadcast(options) }
         rows.append(row)
         notes.append(note)
+    }
+    if options.scenarios.contains(4) || options.scenarios.contains(5) {
+        let lab = try NetLab.create(hosts: 2, ipv6: false)
+        defer { lab.teardown() }
+        if options.scenarios.contains(4) {
+            let (fileRows, fileNotes) = try SessionBenchmark.fileTransfer(lab: lab, options: options)
+            rows += fileRows
+            notes += fileNotes
+        }
+        if options.scenarios.contains(5) {
+            let (row, note) = try SessionBenchmark.reconnection(lab: lab, options: options)
+            rows += row
+            notes.append(note)
+        }
     }
     for row in rows { print(row.line) }
     if options.verbose {
@@ -215,6 +231,174 @@ enum SessionBenchmark {
             process.all.filter { $0.text.hasPrefix("connected ") }.count
         }
         throw BenchmarkError("mesh of \(size) not complete after 60 s; connected counts: \(missing)")
+    }
+
+    // MARK: 4. A file between two lab hosts
+
+    /// iperf3 between the two lab hosts, bytes per second.
+    static func labIperf3(_ lab: NetLab, seconds: Int) throws -> Double {
+        let server = try lab.spawn(host: 0, "iperf3", ["-s", "-1", "-B", lab.hosts[0].ipv4, "-p", "5201"])
+        defer { server.forceKill() }
+        Thread.sleep(forTimeInterval: 0.5)
+        let client = try lab.run(
+            host: 1, "iperf3", ["-c", lab.hosts[0].ipv4, "-p", "5201", "-t", String(seconds), "-J"],
+            timeout: .seconds(seconds + 20))
+        guard let report = try? JSONSerialization.jsonObject(with: Data(client.stdout.utf8)) as? [String: Any],
+            let end = report["end"] as? [String: Any], let received = end["sum_received"] as? [String: Any],
+            let bits = (received["bits_per_second"] as? NSNumber)?.doubleValue
+        else { throw BenchmarkError("iperf3 in the lab printed no report: \(client.stderr)") }
+        return bits / 8
+    }
+
+    static func fileTransfer(lab: NetLab, options: BenchmarkOptions) throws -> ([ConnectionRow], [String]) {
+        let paths = try BenchmarkPaths()
+        let size = options.quick ? 256 : 1024
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mp-bench-\(UUID().uuidString)")
+            .path
+        try FileManager.default.createDirectory(atPath: directory + "/inbox", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let source = directory + "/file.bin"
+        let dd = try lab.run(
+            host: 0, "/bin/dd", ["if=/dev/urandom", "of=\(source)", "bs=1M", "count=\(size)", "status=none"],
+            timeout: .seconds(120))
+        guard dd.status == 0 else { throw BenchmarkError("dd: \(dd.stderr)") }
+        let runs = options.quick ? 1 : 3
+        var ours: [Double] = []
+        var iperf: [Double] = []
+        var peaks: [Double] = []
+        for run in 0..<runs {
+            if run % 2 == 1 { iperf.append(try labIperf3(lab, seconds: 5)) }
+            try? FileManager.default.removeItem(atPath: directory + "/inbox/file.bin")
+            let environment = ["MULTIPEER_REPORT_MEMORY": "1", "XDG_CONFIG_HOME": directory + "/config"]
+            let receiver = TimedLines(
+                try lab.spawn(
+                    host: 0, paths.multipeer,
+                    [
+                        "receive", "--name", "Rx", "--dir", directory + "/inbox", "--yes", "--service",
+                        "mp-bench-f\(run)",
+                        "--interface", NetLab.interfaceName,
+                    ], environment: environment))
+            let sender = TimedLines(
+                try lab.spawn(
+                    host: 1, paths.multipeer,
+                    [
+                        "send", source, "--to", "Rx", "--name", "Tx", "--service", "mp-bench-f\(run)", "--interface",
+                        NetLab.interfaceName,
+                    ], environment: environment))
+            let deadline = ContinuousClock.now + .seconds(180)
+            var started: ContinuousClock.Instant?
+            var finished: ContinuousClock.Instant?
+            while ContinuousClock.now < deadline, finished == nil {
+                for line in receiver.all {
+                    if started == nil, line.text.hasPrefix("receiving file.bin") { started = line.time }
+                    if line.text.hasPrefix("received ") { finished = line.time }
+                }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            guard let started, let finished else {
+                throw BenchmarkError(
+                    "the file did not arrive: \(receiver.all.map(\.text).suffix(3)) \(sender.all.map(\.text).suffix(3))"
+                )
+            }
+            _ = sender.process.waitForExit(timeout: .seconds(20))
+            _ = receiver.process.waitForExit(timeout: .seconds(20))
+            let seconds = Double((finished - started).nanoseconds) / 1e9
+            ours.append(Double(size << 20) / seconds)
+            let peak =
+                (receiver.all + sender.all).compactMap { line -> Double? in
+                    guard line.text.hasPrefix("peak memory ") else { return nil }
+                    return Double(line.text.split(separator: " ")[2]).map { $0 * 1024 }
+                }.max() ?? .nan
+            peaks.append(peak)
+            if run % 2 == 0 { iperf.append(try labIperf3(lab, seconds: 5)) }
+        }
+        let note =
+            "4: \(size) MiB file, `multipeer send` (lab host 1) to `multipeer receive` (host 0), TLS, release build; "
+            + "rate from the receiver's first progress line to its `received` line (SHA-256 checked, file fsynced); "
+            + "baseline iperf3 -t 5 between the same hosts, alternating; \(runs) run(s); peak = the larger VmHWM of "
+            + "the two processes"
+        return (
+            [
+                ConnectionRow(
+                    "4 file \(size) MiB, TLS, lab", ours: ours, baseline: iperf, unit: .bytesPerSecond,
+                    target: .atLeastTimesBaseline(0.5), baselineName: "iperf3"),
+                ConnectionRow(
+                    "4 file peak resident memory", ours: peaks, unit: .kibibytes, target: .atMost(64 * 1024 * 1024)),
+            ],
+            [note]
+        )
+    }
+
+    // MARK: 5. Reconnection
+
+    static func reconnection(lab: NetLab, options: BenchmarkOptions) throws -> ([ConnectionRow], String) {
+        let paths = try BenchmarkPaths()
+        let runs = options.quick ? 1 : 3
+        var whole: [Double] = []
+        var delivered: [Double] = []
+        var firstConnect: [Double] = []
+        for run in 0..<runs {
+            let service = "mp-bench-r\(run)"
+            let base = ["chat", service, "--interface", NetLab.interfaceName, "--silence-timeout", "1"]
+            let alpha = TimedLines(
+                try lab.spawn(
+                    host: 0, paths.multipeer, base + ["--name", "Alpha", "--accept", "all"], interactive: true))
+            let invited = ContinuousClock.now
+            let bravo = TimedLines(
+                try lab.spawn(
+                    host: 1, paths.multipeer, base + ["--name", "Bravo", "--invite", "Alpha"], interactive: true))
+            defer {
+                alpha.process.signal(SIGTERM)
+                bravo.process.signal(SIGTERM)
+                _ = alpha.process.waitForExit(timeout: .seconds(5))
+                _ = bravo.process.waitForExit(timeout: .seconds(5))
+            }
+            func when(_ lines: TimedLines, _ prefix: String, after: ContinuousClock.Instant, within: Duration)
+                -> ContinuousClock.Instant?
+            {
+                let deadline = ContinuousClock.now + within
+                while ContinuousClock.now < deadline {
+                    if let line = lines.all.first(where: { $0.text.hasPrefix(prefix) && $0.time >= after }) {
+                        return line.time
+                    }
+                    Thread.sleep(forTimeInterval: 0.002)
+                }
+                return nil
+            }
+            guard let found = when(bravo, "found Alpha", after: invited, within: .seconds(15)),
+                let connected = when(alpha, "connected Bravo", after: invited, within: .seconds(15))
+            else { throw BenchmarkError("the chat processes did not connect") }
+            firstConnect.append(Double((connected - found).nanoseconds))
+            try lab.setLinkDown(host: 1)
+            Thread.sleep(forTimeInterval: 3)
+            // Sent while the link is down: kept and delivered once it is back.
+            for index in 0..<100 { _ = bravo.process.writeLine("outage \(index)") }
+            let up = ContinuousClock.now
+            try lab.setLinkUp(host: 1)
+            guard let back = when(alpha, "reconnected Bravo", after: up, within: .seconds(15)),
+                let last = when(alpha, "message Bravo: outage 99", after: up, within: .seconds(15))
+            else {
+                throw BenchmarkError("no reconnection: \(alpha.all.map(\.text).suffix(4))")
+            }
+            whole.append(Double((back - up).nanoseconds))
+            delivered.append(Double((last - up).nanoseconds))
+        }
+        let note =
+            "5: `multipeer chat` on two lab hosts with a 1 s silence timeout; host 1's link down for 3 s (the link "
+            + "is declared lost after 1 s), 100 messages typed during the outage; timed from the link coming back "
+            + "until Alpha prints `reconnected Bravo`, and until the 100th message is printed; baseline: the first "
+            + "connection of the same run, from Bravo's `found Alpha` to Alpha's `connected Bravo`"
+        return (
+            [
+                ConnectionRow(
+                    "5 link back -> session whole", ours: whole, baseline: firstConnect, unit: .milliseconds,
+                    baselineName: "first invite -> connected"),
+                ConnectionRow(
+                    "5 link back -> outage messages in", ours: delivered, baseline: firstConnect, unit: .milliseconds,
+                    baselineName: "first invite -> connected"),
+            ],
+            note
+        )
     }
 
     // MARK: 3. Broadcast

@@ -18,6 +18,8 @@ final class ResourceCenter: Sendable {
     static let streamPrefix = "mp.resource/"
     /// The piece size read from disk and written to the stream.
     static let chunkSize = 256 * 1024
+    /// The piece size the receiver writes and hashes at a time.
+    static let stagingSize = 1 << 20
     /// How often the receiver confirms what it wrote.
     static let progressInterval: UInt64 = 1 << 20
     /// The most transfers from one peer at a time, and in all.
@@ -325,33 +327,67 @@ final class ResourceCenter: Sendable {
 
     private func receive(_ stream: PeerStream, into incoming: Incoming) async {
         guard let hooks else { return }
-        var lastConfirmed = incoming.written.load(ordering: .relaxed)
-        while !Task.isCancelled {
-            let chunk: [UInt8]?
-            do {
-                chunk = try await stream.read()
-            } catch {
-                return  // The link dropped (or the sender reset the stream): the transfer waits for a resumption.
-            }
-            guard let chunk else { break }
-            let offset = incoming.written.load(ordering: .relaxed)
-            guard offset + UInt64(chunk.count) <= incoming.size else {
-                stream.reset()
-                return failIncoming(incoming.id, "the sender sent more bytes than announced", tellSender: true)
-            }
-            if let failure = Self.write(chunk, to: incoming.fd, at: offset) {
-                stream.reset()
-                return failIncoming(incoming.id, failure, tellSender: true)
-            }
-            incoming.hasher.update(chunk)
-            let written = offset + UInt64(chunk.count)
-            incoming.written.store(written, ordering: .relaxed)
-            incoming.resource.progress.completedUnitCount = Int64(written)
-            if written - lastConfirmed >= Self.progressInterval {
-                lastConfirmed = written
-                _ = await hooks.control(incoming.fingerprint, .resourceProgress(id: incoming.id, have: written))
+        // Reading the stream and writing/hashing the file overlap: the reader stages 1 MiB pieces and hands them
+        // to a writer through a pipe of four, so the network is read while the previous piece is written.
+        let pipe = ChunkPipe(capacity: 4)
+        let failure = Mutex<String?>(nil)
+        let writer = Task {
+            var lastConfirmed = incoming.written.load(ordering: .relaxed)
+            while let chunk = await pipe.take() {
+                let offset = incoming.written.load(ordering: .relaxed)
+                if let problem = Self.write(chunk, to: incoming.fd, at: offset) {
+                    failure.withLock { $0 = $0 ?? problem }
+                    pipe.close()
+                    return
+                }
+                incoming.hasher.update(chunk)
+                let written = offset + UInt64(chunk.count)
+                incoming.written.store(written, ordering: .relaxed)
+                incoming.resource.progress.completedUnitCount = Int64(written)
+                if written - lastConfirmed >= Self.progressInterval {
+                    lastConfirmed = written
+                    _ = await hooks.control(incoming.fingerprint, .resourceProgress(id: incoming.id, have: written))
+                }
             }
         }
+        var staged: [UInt8] = []
+        staged.reserveCapacity(Self.stagingSize)
+        var buffer: [UInt8] = []
+        var received = incoming.written.load(ordering: .relaxed)
+        var ended = false
+        var linkFailed = false
+        reading: while !Task.isCancelled, failure.withLock({ $0 }) == nil {
+            let count: Int
+            do {
+                count = try await stream.read(into: &buffer, maximumCount: Self.stagingSize - staged.count)
+            } catch {
+                linkFailed = true  // The link dropped (or the sender reset the stream): wait for a resumption.
+                break reading
+            }
+            if count == 0 {
+                ended = true
+            } else {
+                received += UInt64(count)
+                guard received <= incoming.size else {
+                    failure.withLock { $0 = $0 ?? "the sender sent more bytes than announced" }
+                    break reading
+                }
+                staged += buffer.prefix(count)
+            }
+            if staged.count >= Self.stagingSize || (ended && !staged.isEmpty) {
+                guard await pipe.put(staged) else { break reading }
+                staged = []
+                staged.reserveCapacity(Self.stagingSize)
+            }
+            if ended { break reading }
+        }
+        pipe.finish()
+        await writer.value
+        if let problem = failure.withLock({ $0 }) {
+            stream.reset()
+            return failIncoming(incoming.id, problem, tellSender: true)
+        }
+        if linkFailed || !ended { return }
         guard !Task.isCancelled else { return }
         let written = incoming.written.load(ordering: .relaxed)
         guard written == incoming.size else {
@@ -477,5 +513,87 @@ final class ResourceCenter: Sendable {
         }
         for id in outgoing { finishOutgoing(id, .failure(SessionError(.cancelled, reason))) }
         for id in incoming { failIncoming(id, reason, tellSender: false) }
+    }
+}
+
+/// A bounded hand-off of byte chunks from one task to another: `put` waits while `capacity` chunks are queued.
+final class ChunkPipe: Sendable {
+    private struct State {
+        var chunks: [[UInt8]] = []
+        var finished = false
+        var closed = false
+        var taker: CheckedContinuation<[UInt8]?, Never>?
+        var putter: CheckedContinuation<Bool, Never>?
+    }
+
+    private let state = Mutex(State())
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Queues a chunk, waiting for room; false once the taker closed the pipe.
+    func put(_ chunk: [UInt8]) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            enum Step { case give(CheckedContinuation<[UInt8]?, Never>), queued, wait, closed }
+            let step = state.withLock { state -> Step in
+                if state.closed { return .closed }
+                if let taker = state.taker {
+                    state.taker = nil
+                    return .give(taker)
+                }
+                state.chunks.append(chunk)
+                if state.chunks.count < capacity { return .queued }
+                state.putter = continuation
+                return .wait
+            }
+            switch step {
+            case .give(let taker):
+                taker.resume(returning: chunk)
+                continuation.resume(returning: true)
+            case .queued: continuation.resume(returning: true)
+            case .wait: break
+            case .closed: continuation.resume(returning: false)
+            }
+        }
+    }
+
+    /// The next chunk, waiting for one; nil once finished and drained, or closed.
+    func take() async -> [UInt8]? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8]?, Never>) in
+            let (ready, putter) = state.withLock { state -> ([UInt8]??, CheckedContinuation<Bool, Never>?) in
+                if state.closed { return (.some(nil), nil) }
+                if !state.chunks.isEmpty {
+                    let chunk = state.chunks.removeFirst()
+                    defer { state.putter = nil }
+                    return (.some(chunk), state.putter)
+                }
+                if state.finished { return (.some(nil), nil) }
+                state.taker = continuation
+                return (nil, nil)
+            }
+            putter?.resume(returning: true)
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// No more chunks will come.
+    func finish() {
+        let taker = state.withLock { state -> CheckedContinuation<[UInt8]?, Never>? in
+            state.finished = true
+            defer { state.taker = nil }
+            return state.chunks.isEmpty ? state.taker : nil
+        }
+        taker?.resume(returning: nil)
+    }
+
+    /// The taker gives up: waiting and later puts return false.
+    func close() {
+        let putter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            state.closed = true
+            state.chunks = []
+            defer { state.putter = nil }
+            return state.putter
+        }
+        putter?.resume(returning: false)
     }
 }
