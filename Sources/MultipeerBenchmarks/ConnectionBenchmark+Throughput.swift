@@ -1,3 +1,4 @@
+import Foundation
 import Multipeer
 
 extension ConnectionBenchmark {
@@ -18,6 +19,12 @@ extension ConnectionBenchmark {
         var tlsMessages: [Double] = []
         var plainMessages: [Double] = []
         var iperf3: [Double] = []
+        var pythonTLS: [Double] = []
+        var pythonPlain: [Double] = []
+        let paths = try BenchmarkPaths()
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("mp-bench-ssl-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
         var sealRates: [Double] = []
         var openRates: [Double] = []
         var ceilings: [Double] = []
@@ -49,6 +56,16 @@ extension ConnectionBenchmark {
                     })
             } baseline: {
                 iperf3.append(try phase("1 iperf3") { try Baseline.iperf3Throughput(seconds: sizes.iperf3Seconds) })
+                pythonTLS.append(
+                    try phase("1 python ssl") {
+                        try Baseline.pythonBulkThroughput(
+                            tls: true, bytes: sizes.bulkBytes, repository: paths.repository, scratch: scratch)
+                    })
+                pythonPlain.append(
+                    try phase("1 python plain") {
+                        try Baseline.pythonBulkThroughput(
+                            tls: false, bytes: sizes.bulkBytes, repository: paths.repository, scratch: scratch)
+                    })
             }
             // What TLS could reach here at best: the receiving thread does the kernel's per-byte work (iperf3's
             // receiver does only that) plus opening the records, so 1 / (1 / iperf3 + 1 / open).
@@ -71,6 +88,13 @@ extension ConnectionBenchmark {
             ConnectionRow(
                 "1 bulk stream, plaintext", ours: plainStream, baseline: iperf3, unit: .bytesPerSecond,
                 target: .atLeastTimesBaseline(0.85), baselineName: "iperf3"),
+            ConnectionRow(
+                "1 stream TLS vs Python ssl", ours: tlsStream, baseline: pythonTLS, unit: .bytesPerSecond,
+                target: .atLeastTimesBaseline(1.0), baselineName: "Python ssl (SSL_write/SSL_read), two processes"),
+            ConnectionRow(
+                "1 stream plaintext vs Python sockets", ours: plainStream, baseline: pythonPlain,
+                unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
+                baselineName: "Python sockets, two processes"),
             ConnectionRow(
                 "1 bulk 1 MiB messages, TLS", ours: tlsMessages, baseline: iperf3, unit: .bytesPerSecond,
                 target: .atLeastTimesBaseline(0.6), baselineName: "iperf3"),
