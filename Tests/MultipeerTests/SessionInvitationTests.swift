@@ -224,10 +224,12 @@ extension SessionInvitationTests {
     /// not leave a member that is not there.
     @Test func anInviterThatGaveUpDuringTheHookIsNotAGhostMember() async throws {
         let hookRan = DropCounter()
+        let inviterGaveUp = DropCounter()
         var configuration = SessionConfiguration()
         configuration.verifyPeer = { _ in
             hookRan.add()
-            try? await Task.sleep(for: .seconds(2))
+            // Answer only once the inviter has given up (however long the machine takes to get there).
+            for _ in 0..<2_000 where inviterGaveUp.value == 0 { try? await Task.sleep(for: .milliseconds(10)) }
             return .accept
         }
         let alice = try await SessionNode("Alice")
@@ -237,7 +239,8 @@ extension SessionInvitationTests {
             let invitation = try #require(await invitations.next())
             try await invitation.accept(into: bob.session)
         }
-        #expect(await alice.invite(bob, timeout: .seconds(1)) == .timedOut)
+        #expect(await alice.invite(bob, timeout: .seconds(3)) == .timedOut)
+        inviterGaveUp.add()
         // The advertiser stops, so a test where the invitation never arrived ends instead of hanging.
         await bob.advertiser.stop()
         await #expect(throws: SessionError.self) { try await accepted.value }

@@ -230,3 +230,71 @@ extension SessionResourceTests {
         await bob.shutdown()
     }
 }
+
+extension SessionResourceTests {
+    /// Descriptors of this process open on files under `directory`.
+    static func descriptors(under directory: String) -> [String] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return entries.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") }
+            .filter { $0.hasPrefix(directory) }
+    }
+
+    @Test func failedTransfersLeaveNoDescriptorOpenOnTheFolder() async throws {
+        let source = try Self.folder()
+        let destination = try Self.folder()
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: destination)
+        }
+        let file = try Self.file(size: 32 << 20, in: source)
+        let (alice, bob) = try await Self.pair(receiverFolder: destination)
+        for _ in 0..<3 {
+            let transfer = try await alice.session.sendResource(at: file, named: "big.bin", to: bob.peer)
+            #expect(await waitUntil { transfer.progress.completedUnitCount > 0 })
+            transfer.progress.cancel()
+            _ = try? await transfer.finished()
+        }
+        #expect(await waitUntil { bob.session.resources.activeCount == 0 })
+        #expect(Self.descriptors(under: destination).isEmpty, "\(Self.descriptors(under: destination))")
+        #expect(Self.descriptors(under: source).isEmpty, "\(Self.descriptors(under: source))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: destination).isEmpty)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs /usr/bin/python3"))
+    func anHTTPURLIsFetchedThenSent() async throws {
+        let source = try Self.folder()
+        let destination = try Self.folder()
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: destination)
+        }
+        let file = try Self.file(size: 3 << 20, in: source, named: "served.bin")
+        // A local HTTP server on 127.0.0.1 only.
+        let port = Int.random(in: 20_000...60_000)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        server.arguments = ["-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", source]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { server.terminate() }
+        let (alice, bob) = try await Self.pair(receiverFolder: destination)
+        let url = URL(string: "http://127.0.0.1:\(port)/served.bin")!
+        var transfer: ResourceTransfer?
+        for _ in 0..<50 where transfer == nil {
+            transfer = try? await alice.session.sendResource(at: url, named: "fetched.bin", to: bob.peer)
+            if transfer == nil { try await Task.sleep(for: .milliseconds(100)) }  // the server is starting
+        }
+        let receipt = try await #require(transfer).finished()
+        #expect(receipt.sha256 == SHA256.hash(Array(try Data(contentsOf: file))).hexString)
+        let results = await Self.finished(bob.recorder)
+        #expect((try? results.first?.get())?.lastPathComponent == "fetched.bin")
+        let missing = try? await alice.session.sendResource(
+            at: URL(string: "http://127.0.0.1:\(port)/nothing-here")!, named: "x", to: bob.peer)
+        #expect(missing == nil, "a 404 is refused before anything is offered")
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+}
