@@ -140,6 +140,8 @@ actor Chat {
     private var connected: [String: Peer] = [:]
     private var pending: [String: Invitation] = [:]
     private var tasks: [Task<Void, Never>] = []
+    /// Set once leaving: discovery and invitation outcomes no longer matter.
+    private var leaving = false
 
     init(
         network: PeerNetwork, session: Session, advertiser: PeerAdvertiser, browser: PeerBrowser, json: Bool,
@@ -184,6 +186,7 @@ actor Chat {
     }
 
     private func browsed(_ event: PeerBrowser.Event) {
+        guard !leaving else { return }
         switch event {
         case .found(let discovered):
             let peer = discovered.peer
@@ -212,6 +215,7 @@ actor Chat {
     }
 
     private func invitationEnded(_ peer: Peer, _ outcome: InvitationOutcome) {
+        guard !leaving else { return }
         switch outcome {
         case .accepted: print("accepted", peer.displayName)
         case .declined(let reason): print("declined", peer.displayName, reason)
@@ -337,6 +341,8 @@ actor Chat {
 
     /// Leaves the session cleanly: members see `left`.
     func leave() async {
+        leaving = true
+        browser.stop()
         for invitation in pending.values { invitation.decline(reason: "the peer left") }
         pending = [:]
         await session.disconnect()

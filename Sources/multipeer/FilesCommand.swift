@@ -63,7 +63,7 @@ final class ProgressPrinter: Sendable {
 
     /// Reports until `done()` says the transfer ended.
     func run(_ completed: @escaping @Sendable () -> Int64, done: @escaping @Sendable () -> Bool) async {
-        while !done() {
+        while !done() && !Task.isCancelled {
             let count = completed()
             if terminal {
                 let width = 30
@@ -73,7 +73,7 @@ final class ProgressPrinter: Sendable {
                 try? await Task.sleep(for: .milliseconds(100))
             } else {
                 Output.line(line(count))
-                for _ in 0..<10 where !done() { try? await Task.sleep(for: .milliseconds(100)) }
+                for _ in 0..<10 where !done() && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(100)) }
             }
         }
         if terminal { FileHandle.standardOutput.write(Data("\r\u{1b}[K".utf8)) }
@@ -134,6 +134,11 @@ struct SendCommand {
             return 1
         }
         let work = Task { () -> (Int32, String) in
+            // Not found within the timeout: say so instead of waiting for ever.
+            let giveUp = Task {
+                try? await Task.sleep(for: timeout)
+                if !Task.isCancelled { browser.stop() }
+            }
             var found: DiscoveredPeer?
             for await event in browser.events {
                 if case .found(let peer) = event, peer.peer.displayName == peerName {
@@ -141,7 +146,8 @@ struct SendCommand {
                     break
                 }
             }
-            guard let found else { return (1, "\(peerName) was not found") }
+            giveUp.cancel()
+            guard let found else { return (1, "\(peerName) was not found within \(timeout)") }
             switch await browser.invite(found.peer, into: session, timeout: timeout) {
             case .accepted: break
             case let outcome: return (1, "\(peerName) \(outcome)")
@@ -253,8 +259,15 @@ struct ReceiveCommand {
                 let peer = invitation.peer
                 let code = invitation.verificationCode?.description ?? "none"
                 var accept = yes
-                if !yes, let known = store.fingerprint(for: peer.displayName), known == peer.fingerprint {
+                let known = store.fingerprint(for: peer.displayName)
+                if !yes, let known, known == peer.fingerprint {
                     accept = true
+                } else if !yes, let known {
+                    Output.error(
+                        "multipeer: IDENTITY CHANGED: \(Output.escaped(peer.displayName)) was \(known) and is now "
+                            + "\(peer.claimedFingerprint); refused (remove the name from the trusted-peers file if "
+                            + "the change is expected)")
+                    accept = false
                 } else if !yes && interactive {
                     Output.line(
                         "\(peer.displayName) (\(peer.claimedFingerprint)) wants to send you files; code \(code)")
@@ -280,7 +293,8 @@ struct ReceiveCommand {
             for await event in session.events {
                 switch event {
                 case .resourceStarted(let resource):
-                    let printer = ProgressPrinter(verb: "receiving", name: resource.name, total: resource.size)
+                    let printer = ProgressPrinter(
+                        verb: "receiving", name: Output.escaped(resource.name), total: resource.size)
                     printers[ObjectIdentifier(resource)] = Task {
                         await printer.run(
                             { resource.progress.completedUnitCount },
@@ -291,17 +305,19 @@ struct ReceiveCommand {
                     switch result {
                     case .success(let url):
                         Output.line(
-                            "received \(url.lastPathComponent) \(resource.size) sha256 \(resource.sha256) from "
-                                + resource.peer.displayName)
+                            "received \(Output.escaped(url.lastPathComponent)) \(resource.size) sha256 "
+                                + "\(resource.sha256) from \(Output.escaped(resource.peer.displayName))")
                         status = 0
                     case .failure(let error):
                         Output.error(
-                            "multipeer: \(resource.name) from \(resource.peer.displayName) failed: \(error.reason)")
+                            "multipeer: \(Output.escaped(resource.name)) from "
+                                + "\(Output.escaped(resource.peer.displayName)) failed: \(Output.escaped(error.reason))"
+                        )
                         status = 1
                     }
                     if !keepGoing { return status }
                 case .peerChanged(let peer, .reconnecting, let reason):
-                    Output.line("reconnecting \(peer.displayName): \(reason)")
+                    Output.line("reconnecting \(Output.escaped(peer.displayName)): \(Output.escaped(reason))")
                 default:
                     break
                 }

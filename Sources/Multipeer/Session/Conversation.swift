@@ -71,6 +71,9 @@ final class Conversation: Sendable {
     /// The last sequence number received in order from the peer.
     var received: UInt64 { state.withLock { $0.nextExpected - 1 } }
     var generation: Int { state.withLock { $0.generation } }
+    /// The number the next message will get.
+    var nextSequenceNumber: UInt64 { state.withLock { $0.nextSequence } }
+
     /// Messages sent and not yet acknowledged.
     var pendingCount: Int { state.withLock { $0.outbox.count - $0.outboxHead } }
 
@@ -170,8 +173,8 @@ final class Conversation: Sendable {
     ///   - peerReceived: The last of our messages the peer has, in order.
     /// - Returns: The sequence numbers lost with an earlier incarnation of the peer, empty otherwise.
     func resume(peerEpoch: UInt64, knowsOurEpoch: Bool, peerReceived: UInt64, generation: Int) -> [UInt64] {
-        state.withLock { state -> [UInt64] in
-            guard state.generation == generation else { return [] }
+        let (lost, waiters) = state.withLock { state -> ([UInt64], [CheckedContinuation<SessionError?, Never>]) in
+            guard state.generation == generation else { return ([], []) }
             var lost: [UInt64] = []
             if state.peerEpoch != peerEpoch {
                 if state.peerEpoch != 0 {
@@ -189,8 +192,12 @@ final class Conversation: Sendable {
                 Self.drop(upTo: peerReceived, &state)
             }
             state.writeIndex = state.outboxHead
-            return lost
+            // Room may have been made: senders waiting for it go on.
+            defer { state.spaceWaiters = [] }
+            return (lost, state.spaceWaiters)
         }
+        for waiter in waiters { waiter.resume(returning: nil) }
+        return lost
     }
 
     /// The peer has every message up to `sequence`.

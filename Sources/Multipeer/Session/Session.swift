@@ -48,6 +48,8 @@ public actor Session {
     private var messageLimits: [PeerFingerprint: Int] = [:]
     /// Peers whose link dropped and who are being reconnected, with what is needed to redial them.
     private var reconnecting: [PeerFingerprint: Reconnection] = [:]
+    /// The last address each member was reached at, for a reconnection whose link dropped before it said.
+    private var lastAddresses: [PeerFingerprint: SocketAddress] = [:]
     /// Receipts sent recently, per peer, sent again on a new link (a receipt lost with a link is not lost).
     private var recentReceipts: [PeerFingerprint: [UInt64]] = [:]
     /// Links being dialed for a join, so disconnecting can close them.
@@ -223,9 +225,9 @@ public actor Session {
         case .failure(let error): throw error
         }
         let key = AckKey(fingerprint: fp, sequence: sequence)
-        if let early = earlyReceipts.remove(key) {
-            _ = early
-            return
+        if earlyReceipts.remove(key) != nil { return }
+        guard conversations[fp] === conversation else {
+            throw SessionError(.notConnected, "\(peer.displayName) left before the message was delivered")
         }
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<SessionError?, Never>) in
             pendingAcks[key] = continuation
@@ -827,6 +829,7 @@ public actor Session {
             let first = link.listenPort == nil
             link.listenPort = port
             link.sessionID = current
+            if let address = link.announcedAddress { lastAddresses[fp] = address }
             var added = false
             for (id, secret) in received where secrets[id] == nil && secrets.count < SessionWire.Limits.sessions {
                 secrets[id] = secret
@@ -888,7 +891,7 @@ public actor Session {
         case .message(let message)
         where {
             switch message {
-            case .resourceOffer, .resourceProgress, .resourceResult, .resourceCancel: true
+            case .resourceOffer, .resourceProgress, .resourceResult, .resourceCancel, .resourceResume: true
             default: false
             }
         }():
@@ -912,6 +915,8 @@ public actor Session {
 
     private func endConversation(_ fp: PeerFingerprint, peer: Peer, reason: String) {
         resources.peerGone(fp, reason: "\(peer.displayName): \(reason)")
+        lastAddresses[fp] = nil
+        earlyReceipts = earlyReceipts.filter { $0.fingerprint != fp }
         messageLimits[fp] = nil
         recentReceipts[fp] = nil
         guard let conversation = conversations.removeValue(forKey: fp) else { return }
@@ -927,7 +932,9 @@ public actor Session {
         let fp = link.fingerprint
         guard members[fp] === link else { return }
         members[fp] = nil
-        guard !isDisconnected, configuration.reconnectGrace > .zero, let address = link.announcedAddress else {
+        guard !isDisconnected, configuration.reconnectGrace > .zero,
+            let address = link.announcedAddress ?? lastAddresses[fp]
+        else {
             known[fp] = nil
             endConversation(fp, peer: link.peer, reason: reason)
             return report(link.peer, .notConnected, reason)
@@ -977,7 +984,11 @@ public actor Session {
         let key = AckKey(fingerprint: fp, sequence: id)
         if let waiter = pendingAcks.removeValue(forKey: key) {
             waiter.resume(returning: nil)
-        } else if conversations[fp] != nil, earlyReceipts.count < 4_096 {
+        } else if let conversation = conversations[fp], id < conversation.nextSequenceNumber,
+            id + 64 >= conversation.nextSequenceNumber, earlyReceipts.count < 4_096
+        {
+            // Only a receipt for one of the last numbers handed out can be early (its sender has not started
+            // waiting yet); older ones are repeats sent after a reconnection.
             earlyReceipts.insert(key)
         }
     }
@@ -1034,7 +1045,10 @@ public actor Session {
         let flush = AckFlush()
         await conversation.waitForOlderDeliveries(generation: generation)
         for await data in connection.messages {
-            guard let tag = data.first else { break }
+            guard let tag = data.first else {
+                _ = await connection.close(code: 2, reason: "an empty message without a session tag")
+                return
+            }
             if tag == Conversation.Tag.unnumbered {
                 await inbox.push(
                     SessionInbox.Entry(
@@ -1067,6 +1081,7 @@ public actor Session {
                     // Confirm stragglers within 20 ms, so a quiet peer does not keep them in our replay buffer.
                     _ = SessionTimer(after: .milliseconds(20), on: loop) {
                         flush.disarm()
+                        guard conversation.generation == generation else { return }  // the new link acknowledges
                         if let ack = conversation.pendingAcknowledgement() { link.send(.ack(received: ack)) }
                     }
                 }

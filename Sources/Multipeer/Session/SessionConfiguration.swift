@@ -25,7 +25,11 @@ public struct SessionConfiguration: Sendable {
     public var reconnectGrace: Duration = .seconds(10)
     /// The folder received resources are saved in (created, mode 0700, on the first one); a file is never
     /// written outside it or over an existing file. A folder of this user in the temporary directory by default.
-    public var resourceDirectory = FileManager.default.temporaryDirectory
+    public var resourceDirectory = SessionConfiguration.defaultResourceDirectory
+
+    /// `swift-multipeer-resources-UID` in the temporary directory: it must be a private folder (0700) of this
+    /// user, or resources are refused (another local user could otherwise plant a link there).
+    public static let defaultResourceDirectory = FileManager.default.temporaryDirectory
         .appendingPathComponent("swift-multipeer-resources-\(getuid())").path
     /// The largest resource accepted from a peer, in bytes (1 TiB).
     public var maximumResourceSize: Int64 = 1 << 40

@@ -23,6 +23,7 @@ enum SessionWire {
         case resourceProgress = 13
         case resourceResult = 14
         case resourceCancel = 15
+        case resourceResume = 16
     }
 
     /// The answer an invitee gives.
@@ -94,6 +95,8 @@ enum SessionWire {
         case resourceResult(id: [UInt8], ok: Bool, reason: String)
         /// Either side gives the transfer up.
         case resourceCancel(id: [UInt8], reason: String)
+        /// The receiver's answer to an offer (or to a stream starting at the wrong offset): send from `have`.
+        case resourceResume(id: [UInt8], have: UInt64)
     }
 
     static let idLength = 16
@@ -182,6 +185,10 @@ enum SessionWire {
             kind = .resourceCancel
             w.fixed(id)
             w.text(reason)
+        case .resourceResume(let id, let have):
+            kind = .resourceResume
+            w.fixed(id)
+            w.u64(have)
         }
         return SessionMessage(kind: kind.rawValue, isCritical: true, body: w.bytes)
     }
@@ -274,6 +281,8 @@ enum SessionWire {
             decoded = .resourceResult(id: id, ok: ok == 1, reason: try r.text("reason"))
         case .resourceCancel:
             decoded = .resourceCancel(id: try r.fixed(idLength, "resource id"), reason: try r.text("reason"))
+        case .resourceResume:
+            decoded = .resourceResume(id: try r.fixed(idLength, "resource id"), have: try r.u64("have"))
         }
         guard r.isAtEnd else { throw r.error("\(r.remaining) bytes after the last field") }
         return decoded

@@ -57,6 +57,8 @@ final class ResourceCenter: Sendable {
         let hasher = SHA256Hasher()
         let written = Atomic<UInt64>(0)
         let reader = Mutex<Task<Void, Never>?>(nil)
+        /// The stream being read, so stopping the reader can unblock it.
+        let stream = Mutex<PeerStream?>(nil)
 
         init(
             resource: IncomingResource, id: [UInt8], fingerprint: PeerFingerprint, partialPath: String, sha256: [UInt8],
@@ -78,6 +80,11 @@ final class ResourceCenter: Sendable {
         var outgoing: [[UInt8]: Outgoing] = [:]
         var incoming: [[UInt8]: Incoming] = [:]
         var hooks: Hooks?
+        /// Control messages for a peer without a link right now, sent when its next link is ready (bounded).
+        var queued: [PeerFingerprint: [SessionWire.Message]] = [:]
+        /// Offers are handled one after another, in arrival order.
+        var offers: Task<Void, Never>?
+        var isShutDown = false
     }
 
     let directory: String
@@ -98,6 +105,16 @@ final class ResourceCenter: Sendable {
     var activeCount: Int { state.withLock { $0.outgoing.count + $0.incoming.count } }
 
     private var hooks: Hooks? { state.withLock { $0.hooks } }
+
+    /// Sends a control message now, or, while the peer has no link (reconnecting), when its next link is ready:
+    /// a cancellation or a verdict must not be lost to an outage.
+    private func sendControl(_ fp: PeerFingerprint, _ message: SessionWire.Message) async {
+        guard let hooks else { return }
+        if await hooks.control(fp, message) { return }
+        state.withLock { state in
+            if state.queued[fp, default: []].count < 256 { state.queued[fp, default: []].append(message) }
+        }
+    }
 
     // MARK: Sending
 
@@ -205,7 +222,7 @@ final class ResourceCenter: Sendable {
             }
             let stream: PeerStream
             do {
-                stream = try await hooks.openStream(fp, Self.streamPrefix + id.hexString)
+                stream = try await hooks.openStream(fp, Self.streamPrefix + id.hexString + "/" + String(have))
             } catch {
                 return  // The link is gone; the next one re-offers the resource.
             }
@@ -245,9 +262,7 @@ final class ResourceCenter: Sendable {
     private func cancelOutgoing(_ id: [UInt8], reason: String) {
         guard let outgoing = state.withLock({ $0.outgoing[id] }) else { return }
         let fp = outgoing.transfer.peer.claimedFingerprint
-        if let hooks {
-            Task { _ = await hooks.control(fp, .resourceCancel(id: id, reason: reason)) }
-        }
+        Task { await sendControl(fp, .resourceCancel(id: id, reason: reason)) }
         finishOutgoing(id, .failure(SessionError(.cancelled, reason)))
     }
 
@@ -267,14 +282,12 @@ final class ResourceCenter: Sendable {
         if let existing = state.withLock({ $0.incoming[id] }) {
             guard existing.fingerprint == fp else { return }
             // A resumption: stop the old stream's reader, then say how far we are.
-            let reader = existing.reader.withLock { $0 }
-            reader?.cancel()
-            await reader?.value
-            _ = await hooks.control(fp, .resourceProgress(id: id, have: existing.written.load(ordering: .relaxed)))
+            await Self.stopReader(existing)
+            await sendControl(fp, .resourceResume(id: id, have: existing.written.load(ordering: .relaxed)))
             return
         }
         func refuse(_ reason: String) async {
-            _ = await hooks.control(fp, .resourceResult(id: id, ok: false, reason: reason))
+            await sendControl(fp, .resourceResult(id: id, ok: false, reason: reason))
         }
         guard Int64(clamping: size) <= maximumSize else {
             return await refuse("the resource is \(size) bytes; this peer accepts at most \(maximumSize)")
@@ -291,6 +304,9 @@ final class ResourceCenter: Sendable {
         } catch {
             return await refuse("the receiver cannot create its resource folder: \(error.localizedDescription)")
         }
+        if let problem = Self.folderProblem(directory) {
+            return await refuse("the receiver's resource folder is unsafe: \(problem)")
+        }
         let partial = directory + "/.mp-partial-" + id.hexString
         let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
@@ -301,25 +317,78 @@ final class ResourceCenter: Sendable {
             name: name, peer: peer, size: Int64(clamping: size), progress: progress, sha256: sha256.hexString)
         let incoming = Incoming(
             resource: resource, id: id, fingerprint: fp, partialPath: partial, sha256: sha256, size: size, fd: fd)
-        state.withLock { $0.incoming[id] = incoming }
+        let shutDown = state.withLock { state -> Bool in
+            if state.isShutDown { return true }
+            state.incoming[id] = incoming
+            return false
+        }
+        if shutDown {
+            close(fd)
+            unlink(partial)
+            return
+        }
         progress.cancellationHandler = { [weak self] in
             self?.failIncoming(id, "cancelled by the receiver", tellSender: true)
         }
         hooks.emit(.resourceStarted(resource))
-        _ = await hooks.control(fp, .resourceProgress(id: id, have: 0))
+        await sendControl(fp, .resourceResume(id: id, have: 0))
     }
 
-    /// A member opened a stream named `mp.resource/<id>`: write it to the partial file.
+    /// Why a resource folder must not be written into, or nil: it must be a directory (not a link to one) of
+    /// this user, and the default one, whose name in the shared temporary directory anyone can predict, must be
+    /// private (0700), so another local user cannot plant a link or a folder of theirs where files are saved.
+    static func folderProblem(_ directory: String) -> String? {
+        var status = stat()
+        guard lstat(directory, &status) == 0 else { return "\(directory): \(String(cString: strerror(errno)))" }
+        guard status.st_mode & S_IFMT == S_IFDIR else { return "\(directory) is not a directory (a link?)" }
+        guard status.st_uid == geteuid() else { return "\(directory) belongs to another user" }
+        if directory == SessionConfiguration.defaultResourceDirectory, status.st_mode & 0o077 != 0 {
+            return "\(directory) (the default, in the shared temporary directory) is open to other users"
+        }
+        return nil
+    }
+
+    /// Stops whatever reads an incoming transfer's stream (resetting the stream so a blocked read ends) and
+    /// waits until its writer has written its last piece.
+    private static func stopReader(_ incoming: Incoming) async {
+        let stream = incoming.stream.withLock { stream -> PeerStream? in
+            defer { stream = nil }
+            return stream
+        }
+        stream?.reset()
+        let reader = incoming.reader.withLock { $0 }
+        reader?.cancel()
+        await reader?.value
+    }
+
+    /// A member opened a stream named `mp.resource/<id>/<offset>`: write it to the partial file, once the
+    /// previous stream's reader (if any) has stopped, and only if it starts where the file ends; otherwise the
+    /// sender is told where to start.
     func incomingStream(_ stream: PeerStream, from peer: Peer) {
-        let hex = String(stream.name.dropFirst(Self.streamPrefix.count))
-        guard let incoming = state.withLock({ $0.incoming.values.first { $0.id.hexString == hex } }),
+        let parts = stream.name.dropFirst(Self.streamPrefix.count).split(separator: "/")
+        guard parts.count == 2, let offset = UInt64(parts[1]),
+            let incoming = state.withLock({ $0.incoming.values.first { $0.id.hexString == parts[0] } }),
             incoming.fingerprint == peer.claimedFingerprint
         else {
             stream.reset()
             return
         }
+        let previous = incoming.reader.withLock { $0 }
         let task = Task { [weak self] () -> Void in
+            let old = incoming.stream.withLock { current -> PeerStream? in
+                defer { current = stream }
+                return current
+            }
+            old?.reset()
+            previous?.cancel()
+            await previous?.value
             guard let self else { return }
+            let written = incoming.written.load(ordering: .relaxed)
+            guard offset == written else {
+                stream.reset()
+                await self.sendControl(incoming.fingerprint, .resourceResume(id: incoming.id, have: written))
+                return
+            }
             await self.receive(stream, into: incoming)
         }
         incoming.reader.withLock { $0 = task }
@@ -405,12 +474,11 @@ final class ResourceCenter: Sendable {
         close(incoming.fd)
         do {
             let path = try ResourceName.place(partial: incoming.partialPath, as: incoming.resource.name, in: directory)
-            _ = await hooks.control(incoming.fingerprint, .resourceResult(id: incoming.id, ok: true, reason: ""))
+            await sendControl(incoming.fingerprint, .resourceResult(id: incoming.id, ok: true, reason: ""))
             hooks.emit(.resourceFinished(incoming.resource, .success(URL(fileURLWithPath: path))))
         } catch {
             unlink(incoming.partialPath)
-            _ = await hooks.control(
-                incoming.fingerprint, .resourceResult(id: incoming.id, ok: false, reason: error.reason))
+            await sendControl(incoming.fingerprint, .resourceResult(id: incoming.id, ok: false, reason: error.reason))
             hooks.emit(.resourceFinished(incoming.resource, .failure(error)))
         }
     }
@@ -434,11 +502,15 @@ final class ResourceCenter: Sendable {
 
     private func failIncoming(_ id: [UInt8], _ reason: String, tellSender: Bool) {
         guard let incoming = state.withLock({ $0.incoming.removeValue(forKey: id) }) else { return }
-        incoming.reader.withLock { $0 }?.cancel()
-        close(incoming.fd)
+        // The file is closed only once its reader and writer are done with it (the descriptor must not be reused
+        // under a write still queued), and removed at once.
         unlink(incoming.partialPath)
-        if tellSender, let hooks {
-            Task { _ = await hooks.control(incoming.fingerprint, .resourceResult(id: id, ok: false, reason: reason)) }
+        Task {
+            await Self.stopReader(incoming)
+            close(incoming.fd)
+        }
+        if tellSender {
+            Task { await sendControl(incoming.fingerprint, .resourceResult(id: id, ok: false, reason: reason)) }
         }
         hooks?.emit(.resourceFinished(incoming.resource, .failure(SessionError(.cancelled, reason))))
     }
@@ -450,15 +522,22 @@ final class ResourceCenter: Sendable {
         let fp = peer.claimedFingerprint
         switch message {
         case .resourceOffer(let id, let name, let size, let sha256):
-            Task { await offer(id, name: name, size: size, sha256: sha256, from: peer) }
+            // One after another: two offers of one resource (two links during a reconnection) must not race.
+            state.withLock { state in
+                let previous = state.offers
+                state.offers = Task {
+                    await previous?.value
+                    await self.offer(id, name: name, size: size, sha256: sha256, from: peer)
+                }
+            }
         case .resourceProgress(let id, let have):
             guard let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp
             else { return }
-            let restart =
-                outgoing.sender == nil || outgoing.sender!.isCancelled
-                || UInt64(outgoing.transfer.progress.completedUnitCount) > have
             outgoing.transfer.progress.completedUnitCount = Int64(min(have, outgoing.size))
-            if restart { resumeSending(id, from: have) }
+        case .resourceResume(let id, let have):
+            guard let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp
+            else { return }
+            resumeSending(id, from: have)
         case .resourceResult(let id, let ok, let reason):
             guard let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp
             else { return }
@@ -483,13 +562,16 @@ final class ResourceCenter: Sendable {
     /// A new link to the peer is ready: offer again what is unfinished, so the receiver says where to resume.
     func linkResumed(_ fp: PeerFingerprint) {
         guard let hooks else { return }
+        let queued = state.withLock { $0.queued.removeValue(forKey: fp) ?? [] }
+        if !queued.isEmpty {
+            Task { for message in queued { await sendControl(fp, message) } }
+        }
         let offers = state.withLock { state in
             state.outgoing.values.filter { $0.transfer.peer.claimedFingerprint == fp }.map {
                 ($0.transfer.id, $0.transfer.name, $0.size, $0.sha256)
             }
         }
         for (id, name, size, sha256) in offers {
-            state.withLock { $0.outgoing[id]?.sender?.cancel() }
             Task { _ = await hooks.control(fp, .resourceOffer(id: id, name: name, size: size, sha256: sha256)) }
         }
     }
@@ -497,7 +579,8 @@ final class ResourceCenter: Sendable {
     /// The peer is gone for good: its transfers fail both ways with the reason.
     func peerGone(_ fp: PeerFingerprint, reason: String) {
         let (outgoing, incoming) = state.withLock { state in
-            (
+            state.queued[fp] = nil
+            return (
                 state.outgoing.values.filter { $0.transfer.peer.claimedFingerprint == fp }.map(\.transfer.id),
                 state.incoming.values.filter { $0.fingerprint == fp }.map(\.id)
             )
@@ -509,7 +592,9 @@ final class ResourceCenter: Sendable {
     /// The session ends: everything fails.
     func shutdown(reason: String) {
         let (outgoing, incoming) = state.withLock { state in
-            (Array(state.outgoing.keys), Array(state.incoming.keys))
+            state.isShutDown = true
+            state.queued = [:]
+            return (Array(state.outgoing.keys), Array(state.incoming.keys))
         }
         for id in outgoing { finishOutgoing(id, .failure(SessionError(.cancelled, reason))) }
         for id in incoming { failIncoming(id, reason, tellSender: false) }

@@ -18,7 +18,7 @@ enum ResourceName {
         guard !cleaned.isEmpty else { return "resource" }
         guard cleaned.utf8.count > maximumByteCount else { return cleaned }
         var suffix = ""
-        if let dot = cleaned.lastIndex(of: "."), cleaned.distance(from: dot, to: cleaned.endIndex) <= 16 {
+        if let dot = cleaned.lastIndex(of: "."), cleaned[dot...].utf8.count <= 16 {
             suffix = String(cleaned[dot...])
             cleaned = String(cleaned[..<dot])
         }
