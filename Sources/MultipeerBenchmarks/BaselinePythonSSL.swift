@@ -22,7 +22,9 @@ extension Baseline {
                 made.standardError = FileHandle.nullDevice
                 try made.run()
                 made.waitUntilExit()
-                guard made.terminationStatus == 0 else { throw BenchmarkError("openssl req could not make a certificate") }
+                guard made.terminationStatus == 0 else {
+                    throw BenchmarkError("openssl req could not make a certificate")
+                }
             }
             serverArguments += [cert, key]
         }

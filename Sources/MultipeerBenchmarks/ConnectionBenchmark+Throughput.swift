@@ -19,6 +19,8 @@ extension ConnectionBenchmark {
         var tlsMessages: [Double] = []
         var plainMessages: [Double] = []
         var iperf3: [Double] = []
+        var tlsStreamOnLoop: [Double] = []
+        var plainStreamOnLoop: [Double] = []
         var pythonTLS: [Double] = []
         var pythonPlain: [Double] = []
         let paths = try BenchmarkPaths()
@@ -40,6 +42,20 @@ extension ConnectionBenchmark {
                     try phase("1 stream plaintext") {
                         try blockingAwait {
                             try await Self.streamThroughput(plain, bytes: sizes.bulkBytes, chunk: sizes.streamChunk)
+                        }
+                    })
+                tlsStreamOnLoop.append(
+                    try phase("1 stream TLS, reader on the loop") {
+                        try blockingAwait {
+                            try await Self.streamThroughput(
+                                tls, bytes: sizes.bulkBytes, chunk: sizes.streamChunk, onLoops: true)
+                        }
+                    })
+                plainStreamOnLoop.append(
+                    try phase("1 stream plaintext, reader on the loop") {
+                        try blockingAwait {
+                            try await Self.streamThroughput(
+                                plain, bytes: sizes.bulkBytes, chunk: sizes.streamChunk, onLoops: true)
                         }
                     })
                 tlsMessages.append(
@@ -96,6 +112,14 @@ extension ConnectionBenchmark {
                 unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
                 baselineName: "Python sockets, two processes"),
             ConnectionRow(
+                "1 stream TLS, reader on loop, vs Python", ours: tlsStreamOnLoop, baseline: pythonTLS,
+                unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
+                baselineName: "Python ssl (SSL_write/SSL_read), two processes"),
+            ConnectionRow(
+                "1 stream plain, reader on loop, vs Python", ours: plainStreamOnLoop, baseline: pythonPlain,
+                unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
+                baselineName: "Python sockets, two processes"),
+            ConnectionRow(
                 "1 bulk 1 MiB messages, TLS", ours: tlsMessages, baseline: iperf3, unit: .bytesPerSecond,
                 target: .atLeastTimesBaseline(0.6), baselineName: "iperf3"),
             ConnectionRow(
@@ -116,10 +140,14 @@ extension ConnectionBenchmark {
     /// Sends `bytes` through a new stream in `chunk`-byte writes; the acceptor reads them into one reused array
     /// (``PeerStream/read(into:maximumCount:)``) and counts them.
     /// - Returns: Bytes per second, from just before the first write to the read that completed the count.
-    static func streamThroughput(_ peers: LoopbackPeers, bytes: Int, chunk: Int) async throws -> Double {
+    static func streamThroughput(_ peers: LoopbackPeers, bytes: Int, chunk: Int, onLoops: Bool = false) async throws
+        -> Double
+    {
         try await peers.withPair { dialer, acceptor in
             let stream = try await dialer.openStream(name: "bulk")
-            let receiver = Task { () throws -> UInt64 in
+            // With `onLoops`, the reader runs on the acceptor's event loop (README: the low-latency way), so the
+            // bytes reach it without a thread hand-off.
+            let receiver = Task(executorPreference: onLoops ? acceptor.eventLoop : nil) { () throws -> UInt64 in
                 var streams = acceptor.incomingStreams.makeAsyncIterator()
                 guard let incoming = await streams.next() else { throw BenchmarkError("no stream arrived") }
                 var received = 0

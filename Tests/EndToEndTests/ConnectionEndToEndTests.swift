@@ -7,7 +7,7 @@ import Testing
 ///
 /// Contract: `listen` prints `listening ADDRESS:PORT FINGERPRINT`; `connect HOST:PORT` prints `connected NAME
 /// FINGERPRINT ...`, then `closed after SECONDS s: CODE ...` when the connection ends, and exits.
-@Suite(.requiresNetLab, .serialized)
+@Suite(.requiresNetLab, .serialized, .oneLabAtATime)
 struct ConnectionEndToEndTests {
     /// Starts a listener on host 0 and a dialer on host 1; returns both once connected.
     static func connectedPair(_ lab: NetLab, extra: [String] = []) async throws -> (LabProcess, LabProcess) {

@@ -12,7 +12,7 @@ import Testing
 /// (MULTIPEER_REQUIRE_CLI=1 skips that check), and for the interop tests python-zeroconf or avahi.
 // Serialized: several of these spawn dozens of processes; run side by side on 2 cores they starve each other and
 // the timing bounds below would measure the machine rather than the protocol.
-@Suite(.tags(.needsCLI), .serialized)
+@Suite(.tags(.needsCLI), .serialized, .oneLabAtATime)
 struct DiscoveryEndToEndTests {
     @Test(.requires(.netLab, .discoveryCLI)) func twoHostsFindEachOther() async throws {
         try await withNetLab(hosts: 2) { lab in

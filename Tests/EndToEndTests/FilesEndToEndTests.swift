@@ -5,7 +5,7 @@ import Testing
 /// `multipeer send` and `multipeer receive` across lab hosts: a 1 GiB file within 64 MiB of memory per process,
 /// cancellation on either side, a sender killed mid-transfer, a full disk, and a link down for 3 s in the middle
 /// of a transfer and of a burst of messages.
-@Suite(.tags(.needsCLI), .serialized)
+@Suite(.tags(.needsCLI), .serialized, .oneLabAtATime)
 struct FilesEndToEndTests {
     static let service = "mp-files-e2e"
 

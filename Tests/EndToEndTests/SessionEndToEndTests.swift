@@ -9,7 +9,7 @@ import Testing
 /// `timed out NAME`, `refused NAME: REASON`, `unreachable NAME: REASON`, `invitation from NAME code NNNNNN: CONTEXT`,
 /// `connected NAME`, `disconnected NAME: REASON`, `message NAME: TEXT`; input lines `/invite`, `/accept`,
 /// `/decline`, `/to`, `/quit`, anything else sent to every member; end of input leaves.
-@Suite(.tags(.needsCLI), .serialized)
+@Suite(.tags(.needsCLI), .serialized, .oneLabAtATime)
 struct SessionEndToEndTests {
     static let service = "mp-chat-e2e"
 
