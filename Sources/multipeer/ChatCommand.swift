@@ -25,9 +25,7 @@ struct ChatCommand {
 
     init(arguments: [String]) throws(UsageError) {
         var arguments = CommandLineArguments(arguments)
-        discovery = try DiscoveryOptions(parsing: &arguments)
-        connection = try ConnectionOptions(parsing: &arguments, defaultName: ProcessInfo.processInfo.hostName)
-            .configuration
+        (discovery, connection) = try Self.peerOptions(&arguments)
         invite = Set(try arguments.values(of: "--invite"))
         let policy = try arguments.value(of: "--accept") ?? "ask"
         guard let parsed = AcceptPolicy(rawValue: policy) else {
@@ -52,12 +50,11 @@ struct ChatCommand {
 
     func run() async -> Int32 {
         let signals = TerminationSignals()
-        let networkConfiguration = Self.networkConfiguration(discovery, connection)
         let chat: Chat
         do {
-            let network = try PeerNetwork(configuration: networkConfiguration)
-            var configuration = SessionConfiguration(
-                encryption: connection.encryption, groupSecret: connection.groupSecret)
+            let options = PeerOptions(discovery: discovery, connection: connection)
+            let network = try options.network()
+            var configuration = options.session
             configuration.maximumPeers = maximumPeers
             let session = try await Session(
                 identity: connection.identity, configuration: configuration, network: network)
@@ -90,6 +87,34 @@ struct ChatCommand {
     }
 }
 
+/// The options every session command (`chat`, `send`, `receive`) takes: discovery (interfaces) and connection
+/// (identity, name, encryption, group secret, silence timeout).
+struct PeerOptions {
+    var discovery: DiscoveryOptions
+    var connection: ConnectionConfiguration
+
+    init(discovery: DiscoveryOptions, connection: ConnectionConfiguration) {
+        self.discovery = discovery
+        self.connection = connection
+    }
+
+    init(parsing arguments: inout CommandLineArguments) throws(UsageError) {
+        discovery = try DiscoveryOptions(parsing: &arguments)
+        connection = try ConnectionOptions(parsing: &arguments, defaultName: ProcessInfo.processInfo.hostName)
+            .configuration
+    }
+
+    /// A network for these options.
+    func network() throws(SessionError) -> PeerNetwork {
+        try PeerNetwork(configuration: ChatCommand.networkConfiguration(discovery, connection))
+    }
+
+    /// A session configuration with these options' encryption and group secret.
+    var session: SessionConfiguration {
+        SessionConfiguration(encryption: connection.encryption, groupSecret: connection.groupSecret)
+    }
+}
+
 extension ChatCommand {
     /// The network the session commands (`chat`, `send`, `receive`) use: the discovery options' interfaces
     /// (loopback pins the listener to 127.0.0.1 too) and the connection options' timeouts.
@@ -106,6 +131,16 @@ extension ChatCommand {
             $0.keepaliveInterval = connection.keepaliveInterval
         }
         return networkConfiguration
+    }
+}
+
+extension ChatCommand {
+    /// Parses the discovery and connection options.
+    static func peerOptions(_ arguments: inout CommandLineArguments) throws(UsageError)
+        -> (DiscoveryOptions, ConnectionConfiguration)
+    {
+        let options = try PeerOptions(parsing: &arguments)
+        return (options.discovery, options.connection)
     }
 }
 

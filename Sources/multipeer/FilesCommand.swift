@@ -90,9 +90,7 @@ struct SendCommand {
 
     init(arguments: [String]) throws(UsageError) {
         var arguments = CommandLineArguments(arguments)
-        discovery = try DiscoveryOptions(parsing: &arguments)
-        connection = try ConnectionOptions(parsing: &arguments, defaultName: ProcessInfo.processInfo.hostName)
-            .configuration
+        (discovery, connection) = try ChatCommand.peerOptions(&arguments)
         guard let to = try arguments.value(of: "--to") else { throw UsageError("--to NAME is required") }
         peerName = to
         service = try arguments.value(of: "--service") ?? FilesCommand.defaultService
@@ -122,12 +120,9 @@ struct SendCommand {
         let session: Session
         let browser: PeerBrowser
         do {
-            network = try PeerNetwork(configuration: ChatCommand.networkConfiguration(discovery, connection))
-            session = try await Session(
-                identity: connection.identity,
-                configuration: SessionConfiguration(
-                    encryption: connection.encryption, groupSecret: connection.groupSecret),
-                network: network)
+            let options = PeerOptions(discovery: discovery, connection: connection)
+            network = try options.network()
+            session = try await Session(identity: connection.identity, configuration: options.session, network: network)
             browser = try await PeerBrowser(serviceType: service, identity: connection.identity, network: network)
         } catch {
             Output.error("multipeer: \(error.reason)")
@@ -211,9 +206,7 @@ struct ReceiveCommand {
 
     init(arguments: [String]) throws(UsageError) {
         var arguments = CommandLineArguments(arguments)
-        discovery = try DiscoveryOptions(parsing: &arguments)
-        connection = try ConnectionOptions(parsing: &arguments, defaultName: ProcessInfo.processInfo.hostName)
-            .configuration
+        (discovery, connection) = try ChatCommand.peerOptions(&arguments)
         directory = try arguments.value(of: "--dir") ?? FileManager.default.currentDirectoryPath
         yes = arguments.flag("--yes")
         keepGoing = arguments.flag("--keep-going")
@@ -237,13 +230,14 @@ struct ReceiveCommand {
             Output.error("multipeer: cannot open the trusted-peers file: \(error)")
             return 1
         }
-        var configuration = SessionConfiguration(encryption: connection.encryption, groupSecret: connection.groupSecret)
+        let options = PeerOptions(discovery: discovery, connection: connection)
+        var configuration = options.session
         configuration.resourceDirectory = directory
         let network: PeerNetwork
         let session: Session
         let advertiser: PeerAdvertiser
         do {
-            network = try PeerNetwork(configuration: ChatCommand.networkConfiguration(discovery, connection))
+            network = try options.network()
             session = try await Session(identity: connection.identity, configuration: configuration, network: network)
             advertiser = try await PeerAdvertiser(
                 serviceType: service, identity: connection.identity, encryption: connection.encryption,

@@ -14,6 +14,10 @@ struct SessionResourceTests {
         return path
     }
 
+    static func remove(_ paths: String...) {
+        for path in paths { try? FileManager.default.removeItem(atPath: path) }
+    }
+
     /// A file of `size` pseudo-random bytes.
     static func file(size: Int, in directory: String, named name: String = "source.bin") throws -> URL {
         var random = SystemRandomNumberGenerator()
@@ -51,12 +55,8 @@ struct SessionResourceTests {
     }
 
     @Test func aFileArrivesVerifiedWithProgressOnBothSides() async throws {
-        let source = try Self.folder()
-        let destination = try Self.folder()
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: destination)
-        }
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
         let file = try Self.file(size: 20 << 20, in: source)
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
         let transfer = try await alice.session.sendResource(at: file, named: "holiday photo.jpg", to: bob.peer)
@@ -84,12 +84,8 @@ struct SessionResourceTests {
     }
 
     @Test func hostileNamesLandInsideTheFolderUnderSafeNames() async throws {
-        let source = try Self.folder()
-        let destination = try Self.folder()
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: destination)
-        }
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
         try Data("keep me".utf8).write(to: URL(fileURLWithPath: destination + "/existing.txt"))
         let file = try Self.file(size: 1000, in: source)
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
@@ -120,12 +116,8 @@ struct SessionResourceTests {
     }
 
     @Test func cancellingOnEitherSideEndsBothWithTheReasonAndLeavesNoPartialFile() async throws {
-        let source = try Self.folder()
-        let destination = try Self.folder()
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: destination)
-        }
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
         let file = try Self.file(size: 64 << 20, in: source)
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
         // The sender cancels.
@@ -165,12 +157,8 @@ struct SessionResourceTests {
     }
 
     @Test func aTransferCutByADroppedLinkResumesAndCompletesVerified() async throws {
-        let source = try Self.folder()
-        let destination = try Self.folder()
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: destination)
-        }
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
         let size = 96 << 20
         let file = try Self.file(size: size, in: source)
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
@@ -203,12 +191,8 @@ struct SessionResourceTests {
 
 extension SessionResourceTests {
     @Test func aSenderThatDiesMidTransferFailsTheIncomingResourceAfterTheGrace() async throws {
-        let source = try Self.folder()
-        let destination = try Self.folder()
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: destination)
-        }
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
         let file = try Self.file(size: 64 << 20, in: source)
         var configuration = SessionConfiguration()
         configuration.resourceDirectory = destination
@@ -240,12 +224,8 @@ extension SessionResourceTests {
     }
 
     @Test func failedTransfersLeaveNoDescriptorOpenOnTheFolder() async throws {
-        let source = try Self.folder()
-        let destination = try Self.folder()
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: destination)
-        }
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
         let file = try Self.file(size: 32 << 20, in: source)
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
         for _ in 0..<3 {
@@ -266,12 +246,8 @@ extension SessionResourceTests {
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs /usr/bin/python3"))
     func anHTTPURLIsFetchedThenSent() async throws {
-        let source = try Self.folder()
-        let destination = try Self.folder()
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: destination)
-        }
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
         let file = try Self.file(size: 3 << 20, in: source, named: "served.bin")
         // A local HTTP server on 127.0.0.1 only.
         let port = Int.random(in: 20_000...60_000)
