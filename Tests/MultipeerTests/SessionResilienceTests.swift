@@ -100,3 +100,46 @@ func firstMismatch(_ sequence: [Int]) -> String {
     for (index, value) in sequence.enumerated() where value != index { return "at \(index): \(value)" }
     return "none"
 }
+
+extension SessionResilienceTests {
+    /// A member that stops reading fills its replay buffer; a send to it and another member still reaches the
+    /// other at once.
+    @Test func aStalledMemberDoesNotHoldBackTheOthers() async throws {
+        var configuration = SessionConfiguration()
+        configuration.replayBufferBytes = 64 * 1024
+        var slow = SessionConfiguration()
+        slow.receiveBufferMessages = 4
+        let alice = try await SessionNode("Alice", configuration: configuration)
+        let bob = try await SessionNode("Bob", configuration: slow)  // never reads
+        let carol = try await SessionNode("Carol")
+        bob.acceptAll()
+        carol.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        #expect(await alice.invite(carol) == .accepted)
+        let started = DropCounter()
+        let sender = Task {
+            for index in 0..<100_000 {
+                started.add()
+                _ = await alice.session.send(Array(String(index).utf8), to: [bob.peer, carol.peer])
+            }
+        }
+        let heard = DropCounter()
+        let reader = Task {
+            for await message in carol.session.messages where message.peer == alice.peer { heard.add() }
+        }
+        // Sending stalls on Bob (his replay buffer is full and nothing is acknowledged)...
+        var previous = -1
+        #expect(
+            await waitUntil(.seconds(20)) {
+                let now = started.value
+                defer { previous = now }
+                try? await Task.sleep(for: .milliseconds(200))
+                return now == previous && now < 100_000
+            })
+        // ...and Carol has every message up to the stalled call's, which reached her without waiting for Bob.
+        #expect(await waitUntil { heard.value == started.value }, "Carol heard \(heard.value) of \(started.value)")
+        sender.cancel()
+        reader.cancel()
+        for node in [alice, bob, carol] { await node.shutdown() }
+    }
+}

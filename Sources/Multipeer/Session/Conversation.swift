@@ -79,54 +79,59 @@ final class Conversation: Sendable {
 
     // MARK: Sending
 
+    /// Numbers a message and keeps it, if the outbox has room (or the conversation failed); nil when full.
+    func tryEnqueue(_ data: [UInt8], receipt: Bool) -> Result<UInt64, SessionError>? {
+        enum Step { case added(UInt64, (CheckedContinuation<Entry?, Never>, Entry)?), full, failed(SessionError) }
+        let step = state.withLock { state -> Step in
+            if let failure = state.failure { return .failed(failure) }
+            let pending = state.outbox.count - state.outboxHead
+            guard pending == 0 || state.outboxBytes + data.count <= byteLimit else { return .full }
+            let sequence = state.nextSequence
+            state.nextSequence += 1
+            var frame = [receipt ? Tag.numberedWithReceipt : Tag.numbered]
+            frame.reserveCapacity(9 + data.count)
+            for shift in stride(from: 56, through: 0, by: -8) {
+                frame.append(UInt8(truncatingIfNeeded: sequence >> UInt64(shift)))
+            }
+            frame += data
+            state.outbox.append(Entry(sequence: sequence, frame: frame))
+            state.outboxBytes += data.count
+            var wake: (CheckedContinuation<Entry?, Never>, Entry)?
+            if let index = state.writeIndex, let writer = state.writer, index < state.outbox.count {
+                state.writer = nil
+                state.writeIndex = index + 1
+                wake = (writer, state.outbox[index])
+            }
+            return .added(sequence, wake)
+        }
+        switch step {
+        case .added(let sequence, let writer):
+            if let (writer, entry) = writer { writer.resume(returning: entry) }
+            return .success(sequence)
+        case .failed(let failure):
+            return .failure(failure)
+        case .full:
+            return nil
+        }
+    }
+
     /// Numbers a message and keeps it; waits while the outbox is full.
     /// - Returns: The sequence number, or the failure that ended the conversation.
     func enqueue(_ data: [UInt8], receipt: Bool) async -> Result<UInt64, SessionError> {
         while true {
-            enum Step { case added(UInt64, (CheckedContinuation<Entry?, Never>, Entry)?), full, failed(SessionError) }
-            let step = state.withLock { state -> Step in
-                if let failure = state.failure { return .failed(failure) }
-                let pending = state.outbox.count - state.outboxHead
-                guard pending == 0 || state.outboxBytes + data.count <= byteLimit else { return .full }
-                let sequence = state.nextSequence
-                state.nextSequence += 1
-                var frame = [receipt ? Tag.numberedWithReceipt : Tag.numbered]
-                frame.reserveCapacity(9 + data.count)
-                for shift in stride(from: 56, through: 0, by: -8) {
-                    frame.append(UInt8(truncatingIfNeeded: sequence >> UInt64(shift)))
-                }
-                frame += data
-                state.outbox.append(Entry(sequence: sequence, frame: frame))
-                state.outboxBytes += data.count
-                var wake: (CheckedContinuation<Entry?, Never>, Entry)?
-                if let index = state.writeIndex, let writer = state.writer, index < state.outbox.count {
-                    state.writer = nil
-                    state.writeIndex = index + 1
-                    wake = (writer, state.outbox[index])
-                }
-                return .added(sequence, wake)
-            }
-            switch step {
-            case .added(let sequence, let writer):
-                if let (writer, entry) = writer { writer.resume(returning: entry) }
-                return .success(sequence)
-            case .failed(let failure):
-                return .failure(failure)
-            case .full:
-                let failure = await withCheckedContinuation {
-                    (continuation: CheckedContinuation<SessionError?, Never>) in
-                    let now = state.withLock { state -> SessionError?? in
-                        if let failure = state.failure { return .some(failure) }
-                        if state.outboxBytes + data.count <= byteLimit || state.outbox.count == state.outboxHead {
-                            return .some(nil)
-                        }
-                        state.spaceWaiters.append(continuation)
-                        return nil
+            if let result = tryEnqueue(data, receipt: receipt) { return result }
+            let failure = await withCheckedContinuation { (continuation: CheckedContinuation<SessionError?, Never>) in
+                let now = state.withLock { state -> SessionError?? in
+                    if let failure = state.failure { return .some(failure) }
+                    if state.outboxBytes + data.count <= byteLimit || state.outbox.count == state.outboxHead {
+                        return .some(nil)
                     }
-                    if let now { continuation.resume(returning: now) }
+                    state.spaceWaiters.append(continuation)
+                    return nil
                 }
-                if let failure { return .failure(failure) }
+                if let now { continuation.resume(returning: now) }
             }
+            if let failure { return .failure(failure) }
         }
     }
 

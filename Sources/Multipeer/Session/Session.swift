@@ -171,6 +171,7 @@ public actor Session {
     ///   that is not a member, `invalidParameter` for a message longer than the peer accepts).
     public func send(_ data: [UInt8], to peers: [Peer], mode: SendMode = .reliable) async -> [Peer: SendResult] {
         var results: [Peer: SendResult] = [:]
+        var waiting: [(Peer, Conversation)] = []
         let unnumbered = mode == .unreliable ? [Conversation.Tag.unnumbered] + data : []
         for peer in peers {
             let fp = peer.claimedFingerprint
@@ -188,9 +189,12 @@ public actor Session {
             }
             switch mode {
             case .reliable:
-                switch await conversation.enqueue(data, receipt: false) {
+                // Queued at once where there is room; a peer whose replay buffer is full waits below, without
+                // holding the others back.
+                switch conversation.tryEnqueue(data, receipt: false) {
                 case .success(let sequence): results[peer] = .enqueued(sequence)
                 case .failure(let error): results[peer] = .failed(error)
+                case nil: waiting.append((peer, conversation))
                 }
             case .unreliable:
                 guard let link = members[fp] else {
@@ -204,6 +208,18 @@ public actor Session {
                     results[peer] = .failed(Self.sendError(error, peer: link.peer))
                 }
             }
+        }
+        guard !waiting.isEmpty else { return results }
+        await withTaskGroup(of: (Peer, SendResult).self) { group in
+            for (peer, conversation) in waiting {
+                group.addTask {
+                    switch await conversation.enqueue(data, receipt: false) {
+                    case .success(let sequence): (peer, .enqueued(sequence))
+                    case .failure(let error): (peer, .failed(error))
+                    }
+                }
+            }
+            for await (peer, result) in group { results[peer] = result }
         }
         return results
     }
