@@ -34,7 +34,10 @@ struct SessionMeshTests {
             let outcomes = await (first, second)
             #expect(outcomes.0 == .accepted && outcomes.1 == .accepted, "round \(round): \(outcomes)")
             #expect(await Self.fullyMeshed([alice, bob], within: .seconds(5)), "round \(round)")
-            // Never stuck in connecting, never a duplicate: each side saw the other connect exactly once.
+            // Never stuck in connecting, never a duplicate: each side saw the other connect exactly once (the
+            // recorders collect events on tasks of their own: wait for them to catch up first).
+            _ = await alice.recorder.wait { $0.hasPrefix("Bob connected") }
+            _ = await bob.recorder.wait { $0.hasPrefix("Alice connected") }
             #expect(
                 alice.recorder.states.filter { $0.hasPrefix("Bob connected") }.count == 1, "\(alice.recorder.states)")
             #expect(bob.recorder.states.filter { $0.hasPrefix("Alice connected") }.count == 1, "\(bob.recorder.states)")
