@@ -5,7 +5,7 @@ import MultipeerIO
 
 /// `multipeer chat SERVICE --name NAME ...`: a session driven line by line (when stdin is not a terminal),
 /// one event per output line; see ``usage``.
-struct ChatCommand {
+struct ChatCommand: PeerCommand {
     static let usage =
         "multipeer chat SERVICE [--invite NAME]... [--accept all|none|ask] [--context TEXT] [--timeout SECONDS] "
         + "[--max-peers N] [--json] \(ConnectionOptions.usage) \(DiscoveryOptions.usage)"
@@ -20,12 +20,11 @@ struct ChatCommand {
     var timeout: Duration
     var maximumPeers: Int
     var json: Bool
-    var connection: ConnectionConfiguration
-    var discovery: DiscoveryOptions
+    var options: PeerOptions
 
     init(arguments: [String]) throws(UsageError) {
         var arguments = CommandLineArguments(arguments)
-        (discovery, connection) = try Self.peerOptions(&arguments)
+        options = try PeerOptions(parsing: &arguments)
         invite = Set(try arguments.values(of: "--invite"))
         let policy = try arguments.value(of: "--accept") ?? "ask"
         guard let parsed = AcceptPolicy(rawValue: policy) else {
@@ -52,7 +51,6 @@ struct ChatCommand {
         let signals = TerminationSignals()
         let chat: Chat
         do {
-            let options = PeerOptions(discovery: discovery, connection: connection)
             let network = try options.network()
             var configuration = options.session
             configuration.maximumPeers = maximumPeers
@@ -93,11 +91,6 @@ struct PeerOptions {
     var discovery: DiscoveryOptions
     var connection: ConnectionConfiguration
 
-    init(discovery: DiscoveryOptions, connection: ConnectionConfiguration) {
-        self.discovery = discovery
-        self.connection = connection
-    }
-
     init(parsing arguments: inout CommandLineArguments) throws(UsageError) {
         discovery = try DiscoveryOptions(parsing: &arguments)
         connection = try ConnectionOptions(parsing: &arguments, defaultName: ProcessInfo.processInfo.hostName)
@@ -134,14 +127,16 @@ extension ChatCommand {
     }
 }
 
-extension ChatCommand {
-    /// Parses the discovery and connection options.
-    static func peerOptions(_ arguments: inout CommandLineArguments) throws(UsageError)
-        -> (DiscoveryOptions, ConnectionConfiguration)
-    {
-        let options = try PeerOptions(parsing: &arguments)
-        return (options.discovery, options.connection)
-    }
+/// A command that takes ``PeerOptions``.
+protocol PeerCommand {
+    var options: PeerOptions { get }
+}
+
+extension PeerCommand {
+    /// This side's identity and connection settings.
+    var connection: ConnectionConfiguration { options.connection }
+    /// The interfaces to discover on.
+    var discovery: DiscoveryOptions { options.discovery }
 }
 
 /// Reads stdin line by line on a thread of its own (reading blocks), ending at end of input.

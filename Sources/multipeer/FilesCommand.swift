@@ -80,17 +80,16 @@ final class ProgressPrinter: Sendable {
     }
 }
 
-struct SendCommand {
+struct SendCommand: PeerCommand {
     var file: String
     var peerName: String
     var service: String
     var timeout: Duration
-    var connection: ConnectionConfiguration
-    var discovery: DiscoveryOptions
+    var options: PeerOptions
 
     init(arguments: [String]) throws(UsageError) {
         var arguments = CommandLineArguments(arguments)
-        (discovery, connection) = try ChatCommand.peerOptions(&arguments)
+        options = try PeerOptions(parsing: &arguments)
         guard let to = try arguments.value(of: "--to") else { throw UsageError("--to NAME is required") }
         peerName = to
         service = try arguments.value(of: "--service") ?? FilesCommand.defaultService
@@ -120,7 +119,6 @@ struct SendCommand {
         let session: Session
         let browser: PeerBrowser
         do {
-            let options = PeerOptions(discovery: discovery, connection: connection)
             network = try options.network()
             session = try await Session(identity: connection.identity, configuration: options.session, network: network)
             browser = try await PeerBrowser(serviceType: service, identity: connection.identity, network: network)
@@ -196,17 +194,16 @@ struct SendCommand {
     }
 }
 
-struct ReceiveCommand {
+struct ReceiveCommand: PeerCommand {
     var directory: String
     var yes: Bool
     var keepGoing: Bool
     var service: String
-    var connection: ConnectionConfiguration
-    var discovery: DiscoveryOptions
+    var options: PeerOptions
 
     init(arguments: [String]) throws(UsageError) {
         var arguments = CommandLineArguments(arguments)
-        (discovery, connection) = try ChatCommand.peerOptions(&arguments)
+        options = try PeerOptions(parsing: &arguments)
         directory = try arguments.value(of: "--dir") ?? FileManager.default.currentDirectoryPath
         yes = arguments.flag("--yes")
         keepGoing = arguments.flag("--keep-going")
@@ -230,7 +227,6 @@ struct ReceiveCommand {
             Output.error("multipeer: cannot open the trusted-peers file: \(error)")
             return 1
         }
-        let options = PeerOptions(discovery: discovery, connection: connection)
         var configuration = options.session
         configuration.resourceDirectory = directory
         let network: PeerNetwork

@@ -110,7 +110,6 @@ struct SessionResourceTests {
         #expect(saved[4].hasSuffix("/existing (2).txt"))
         #expect(saved[5].hasSuffix("/resource"))
         #expect(try String(contentsOfFile: destination + "/existing.txt", encoding: .utf8) == "keep me")
-        #expect(!FileManager.default.fileExists(atPath: "/etc/passwd.mp"))
         await alice.shutdown()
         await bob.shutdown()
     }
@@ -274,5 +273,46 @@ extension SessionResourceTests {
         #expect(missing == nil, "a 404 is refused before anything is offered")
         await alice.shutdown()
         await bob.shutdown()
+    }
+}
+
+extension SessionResourceTests {
+    /// The bounds a sending member meets: a resource larger than the receiver accepts, and more transfers from
+    /// one peer than it runs at once, are refused with the reason before any file is created.
+    @Test func offersBeyondTheLimitsAreRefusedWithTheirReason() async throws {
+        let destination = try Self.folder()
+        defer { Self.remove(destination) }
+        let center = ResourceCenter(directory: destination, maximumSize: 1 << 20)
+        let answers = Tally()
+        center.attach(
+            ResourceCenter.Hooks(
+                control: { _, message in
+                    switch message {
+                    case .resourceResult(_, false, let reason): answers.add(receiver: "refused", sender: reason, 0)
+                    case .resourceResume: answers.add(receiver: "started", sender: "", 0)
+                    default: break
+                    }
+                    return true
+                },
+                openStream: { _, _ throws(SessionError) in throw SessionError(.notConnected, "test") },
+                emit: { _ in }))
+        let mallory = Peer(
+            identity: .proven(try PeerIdentity.generate(displayName: "Mallory").fingerprint), displayName: "Mallory")
+        let hash = [UInt8](repeating: 0, count: 32)
+        center.handle(
+            .resourceOffer(id: SecureRandom.bytes(16), name: "huge", size: 1 << 21, sha256: hash), from: mallory)
+        for _ in 0..<(ResourceCenter.maximumIncomingPerPeer + 1) {
+            center.handle(.resourceOffer(id: SecureRandom.bytes(16), name: "x", size: 10, sha256: hash), from: mallory)
+        }
+        #expect(await waitUntil { (answers.table["refused"]?.count ?? 0) == 2 })
+        let reasons = (answers.table["refused"] ?? [:]).keys.sorted()
+        #expect(reasons.contains { $0.contains("accepts at most 1048576") }, "\(reasons)")
+        #expect(reasons.contains { $0.contains("too many transfers") }, "\(reasons)")
+        #expect(answers.table["started"]?[""]?.count == ResourceCenter.maximumIncomingPerPeer)
+        let partials = try FileManager.default.contentsOfDirectory(atPath: destination)
+        #expect(partials.count == ResourceCenter.maximumIncomingPerPeer, "\(partials)")
+        center.shutdown(reason: "test over")
+        #expect(
+            await waitUntil { (try? FileManager.default.contentsOfDirectory(atPath: destination))?.isEmpty == true })
     }
 }
