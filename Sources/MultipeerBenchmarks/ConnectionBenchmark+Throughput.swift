@@ -21,6 +21,8 @@ extension ConnectionBenchmark {
         var iperf3: [Double] = []
         var tlsStreamOnLoop: [Double] = []
         var plainStreamOnLoop: [Double] = []
+        var tlsStreamBorrowing: [Double] = []
+        var plainStreamBorrowing: [Double] = []
         var pythonTLS: [Double] = []
         var pythonPlain: [Double] = []
         let paths = try BenchmarkPaths()
@@ -45,17 +47,32 @@ extension ConnectionBenchmark {
                         }
                     })
                 tlsStreamOnLoop.append(
-                    try phase("1 stream TLS, reader on the loop") {
+                    try phase("1 stream TLS, writer and reader on the loops, borrowing read") {
                         try blockingAwait {
                             try await Self.streamThroughput(
-                                tls, bytes: sizes.bulkBytes, chunk: sizes.streamChunk, onLoops: true)
+                                tls, bytes: sizes.bulkBytes, chunk: sizes.streamChunk, onLoops: true, borrowing: true)
                         }
                     })
                 plainStreamOnLoop.append(
-                    try phase("1 stream plaintext, reader on the loop") {
+                    try phase("1 stream plaintext, writer and reader on the loops, borrowing read") {
                         try blockingAwait {
                             try await Self.streamThroughput(
-                                plain, bytes: sizes.bulkBytes, chunk: sizes.streamChunk, onLoops: true)
+                                plain, bytes: sizes.bulkBytes, chunk: sizes.streamChunk, onLoops: true,
+                                borrowing: true)
+                        }
+                    })
+                tlsStreamBorrowing.append(
+                    try phase("1 stream TLS, borrowing read") {
+                        try blockingAwait {
+                            try await Self.streamThroughput(
+                                tls, bytes: sizes.bulkBytes, chunk: sizes.streamChunk, borrowing: true)
+                        }
+                    })
+                plainStreamBorrowing.append(
+                    try phase("1 stream plaintext, borrowing read") {
+                        try blockingAwait {
+                            try await Self.streamThroughput(
+                                plain, bytes: sizes.bulkBytes, chunk: sizes.streamChunk, borrowing: true)
                         }
                     })
                 tlsMessages.append(
@@ -112,11 +129,19 @@ extension ConnectionBenchmark {
                 unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
                 baselineName: "Python sockets, two processes"),
             ConnectionRow(
-                "1 stream TLS, reader on loop, vs Python", ours: tlsStreamOnLoop, baseline: pythonTLS,
+                "1 stream TLS, on loops, borrowing, vs Py", ours: tlsStreamOnLoop, baseline: pythonTLS,
                 unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
                 baselineName: "Python ssl (SSL_write/SSL_read), two processes"),
             ConnectionRow(
-                "1 stream plain, reader on loop, vs Python", ours: plainStreamOnLoop, baseline: pythonPlain,
+                "1 stream plain, on loops, borrowing, vs Py", ours: plainStreamOnLoop, baseline: pythonPlain,
+                unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
+                baselineName: "Python sockets, two processes"),
+            ConnectionRow(
+                "1 stream TLS, borrowing read, vs Python", ours: tlsStreamBorrowing, baseline: pythonTLS,
+                unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
+                baselineName: "Python ssl (SSL_write/SSL_read), two processes"),
+            ConnectionRow(
+                "1 stream plain, borrowing read, vs Python", ours: plainStreamBorrowing, baseline: pythonPlain,
                 unit: .bytesPerSecond, target: .atLeastTimesBaseline(1.0),
                 baselineName: "Python sockets, two processes"),
             ConnectionRow(
@@ -138,15 +163,17 @@ extension ConnectionBenchmark {
     }
 
     /// Sends `bytes` through a new stream in `chunk`-byte writes; the acceptor reads them into one reused array
-    /// (``PeerStream/read(into:maximumCount:)``) and counts them.
+    /// (``PeerStream/read(into:maximumCount:)``), or with `borrowing` looks at them in place
+    /// (``PeerStream/read(maximumCount:borrowing:)``, as Python's `recv_into` has the kernel fill its one buffer),
+    /// and counts them.
     /// - Returns: Bytes per second, from just before the first write to the read that completed the count.
-    static func streamThroughput(_ peers: LoopbackPeers, bytes: Int, chunk: Int, onLoops: Bool = false) async throws
-        -> Double
-    {
+    static func streamThroughput(
+        _ peers: LoopbackPeers, bytes: Int, chunk: Int, onLoops: Bool = false, borrowing: Bool = false
+    ) async throws -> Double {
         try await peers.withPair { dialer, acceptor in
             let stream = try await dialer.openStream(name: "bulk")
             // With `onLoops`, the reader runs on the acceptor's event loop (README: the low-latency way), so the
-            // bytes reach it without a thread hand-off.
+            // bytes reach it without a thread hand-off (and the writer on the dialer's, below).
             let receiver = Task(executorPreference: onLoops ? acceptor.eventLoop : nil) { () throws -> UInt64 in
                 var streams = acceptor.incomingStreams.makeAsyncIterator()
                 guard let incoming = await streams.next() else { throw BenchmarkError("no stream arrived") }
@@ -154,22 +181,33 @@ extension ConnectionBenchmark {
                 var end: UInt64 = 0
                 // The fast way to read bulk data: one array, reused (iperf3 reads into one buffer too).
                 var buffer: [UInt8] = []
-                while try await incoming.read(into: &buffer) > 0 {
-                    received += buffer.count
+                while true {
+                    let count =
+                        borrowing
+                        ? try await incoming.read(borrowing: { $0.count }) ?? 0
+                        : try await incoming.read(into: &buffer)
+                    if count == 0 { break }
+                    received += count
                     if received >= bytes && end == 0 { end = BaselineSocket.nanoseconds() }
                 }
                 guard received == bytes else { throw BenchmarkError("stream carried \(received) of \(bytes) bytes") }
                 return end
             }
-            let block = [UInt8](repeating: 0x5a, count: chunk)
-            let start = BaselineSocket.nanoseconds()
-            var sent = 0
-            while sent < bytes {
-                let count = min(chunk, bytes - sent)
-                try await stream.write(count == chunk ? block : Array(block[..<count]))
-                sent += count
+            // With `onLoops`, the writer runs on the dialer's loop too: two threads carry the transfer, as in the
+            // two single-threaded Python processes.
+            let writer = Task(executorPreference: onLoops ? dialer.eventLoop : nil) { () throws -> UInt64 in
+                let block = [UInt8](repeating: 0x5a, count: chunk)
+                let start = BaselineSocket.nanoseconds()
+                var sent = 0
+                while sent < bytes {
+                    let count = min(chunk, bytes - sent)
+                    try await stream.write(count == chunk ? block : Array(block[..<count]))
+                    sent += count
+                }
+                try await stream.finish()
+                return start
             }
-            try await stream.finish()
+            let start = try await writer.value
             let end = try await receiver.value
             return Double(bytes) / Baseline.seconds(from: start, to: end)
         }

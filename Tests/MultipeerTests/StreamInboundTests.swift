@@ -252,4 +252,56 @@ struct StreamInboundTests {
         inbound.releaseIfEmpty()
         #expect(inbound.capacity == 0)
     }
+
+    @Test func aBorrowingReadLendsTheBytesInPlaceInOrderAndCountsThemReadEvenWhenItsBodyThrows() async throws {
+        struct Refused: Error {}
+        let inbound = StreamInbound(window: 1 << 20)
+        let reports = Reports()
+        let total = 2_000_000
+        var generator = SystemRandomNumberGenerator()
+        var appended = 0
+        var received: [UInt8] = []
+        var reads = 0
+        while received.count < total {
+            while appended < total && inbound.bufferedByteCount < (1 << 20) - 70_000 {
+                let count = min(total - appended, Int.random(in: 1...65_536, using: &generator))
+                Self.bytes(appended..<appended + count).withUnsafeBytes { inbound.append($0) }
+                appended += count
+            }
+            let want = Int.random(in: 1...200_000, using: &generator)
+            let count = try #require(
+                try await inbound.read(maximumCount: want, report: reports.add) { bytes -> Int in
+                    received.append(contentsOf: bytes)
+                    return bytes.count
+                })
+            #expect(count > 0 && count <= want)
+            reads += 1
+        }
+        #expect(received == Self.bytes(0..<total))
+        #expect(reports.total == total)
+        #expect(inbound.capacity <= 1 << 20)
+
+        // A body that throws: its error comes out, and the bytes it was lent are gone (and reported) all the same.
+        Self.bytes(0..<100).withUnsafeBytes { inbound.append($0) }
+        await #expect(throws: Refused.self) {
+            _ = try await inbound.read(maximumCount: 60, report: reports.add) { _ -> Int in throw Refused() }
+        }
+        #expect(inbound.bufferedByteCount == 40)
+        let rest = try await inbound.read(maximumCount: 1000, report: reports.add) { Array($0) }
+        #expect(rest == Self.bytes(60..<100))
+        #expect(reports.total == total + 100)
+
+        // A waiting borrower is woken by bytes, then by the end (nil), and a failed stream throws its error.
+        let reader = Task { try await inbound.read(maximumCount: 10, report: reports.add) { Array($0) } }
+        while inbound.waitingReaders == 0 { await Task.yield() }
+        ([7, 8] as [UInt8]).withUnsafeBytes { inbound.append($0) }
+        #expect(try await reader.value == [7, 8])
+        inbound.finish(nil)
+        #expect(try await inbound.read(maximumCount: 10, report: reports.add) { $0.count } == nil)
+        let failed = StreamInbound(window: 1 << 16)
+        failed.finish(ConnectionError(code: .connectionLost, reason: "test"))
+        await #expect(throws: ConnectionError.self) {
+            _ = try await failed.read(maximumCount: 10, report: { _ in }) { $0.count }
+        }
+    }
 }

@@ -88,6 +88,28 @@ public final class PeerStream: Sendable {
         try await inbound.read(into: &buffer, maximumCount: maximumCount, report: reportConsumed)
     }
 
+    /// Lends the next bytes the peer wrote (as many as have arrived, at most `maximumCount`) to `body` where they
+    /// lie in the stream's receive buffer, suspending until some arrive: no copy at all, the fastest way to
+    /// consume bulk data (hash it, write it to a file, parse it in place).
+    ///
+    /// ```swift
+    /// while let count = try await stream.read(borrowing: { bytes in hasher.update(bytes); return bytes.count }) {
+    ///     total += count
+    /// }
+    /// ```
+    /// The bytes are valid only inside `body` (do not keep the pointer), and count as read once it returns,
+    /// also when it throws; the sender gets their credit back then. Concurrent readers take turns.
+    /// - Parameters:
+    ///   - maximumCount: The most bytes to lend at once; 256 KiB by default.
+    ///   - body: Looks at the bytes (never empty).
+    /// - Returns: What `body` returned; nil at the end of the stream.
+    /// - Throws: ``ConnectionError`` if the stream was reset or the connection ended first, or what `body` threw.
+    public func read<Result>(
+        maximumCount: Int = 262_144, borrowing body: (UnsafeRawBufferPointer) throws -> Result
+    ) async throws -> Result? {
+        try await inbound.read(maximumCount: maximumCount, report: reportConsumed, borrowing: body)
+    }
+
     /// Returns read bytes to the sender as window credit (batched by the inbound buffer).
     private func reportConsumed(_ count: Int) {
         let driver = driver

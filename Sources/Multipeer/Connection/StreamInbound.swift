@@ -256,6 +256,31 @@ final class StreamInbound: Sendable {
         }
     }
 
+    /// Lends the next bytes (at most `maximumCount`) to `body` in place, without copying them, and counts them
+    /// as read once `body` returns (also when it throws).
+    /// - Returns: What `body` returned; nil at the end of the stream.
+    func read<R>(
+        maximumCount: Int, report: (Int) -> Void, borrowing body: (UnsafeRawBufferPointer) throws -> R
+    ) async throws -> R? {
+        precondition(maximumCount > 0, "a read must be allowed at least one byte")
+        while true {
+            var result: Result<R, any Error>?
+            switch take(upTo: maximumCount, { bytes in result = Result { try body(bytes) } }) {
+            case .took(let count):
+                consumed(count, report: report)
+                return try result!.get()
+            case .ended(nil):
+                flushReports(report)
+                return nil
+            case .ended(let error?):
+                flushReports(report)
+                throw error
+            case .empty:
+                await waitForBytes(report: report)
+            }
+        }
+    }
+
     enum Taken: Equatable {
         case took(Int)
         case ended(ConnectionError?)
