@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "MultipeerIO", targets: ["MultipeerIO"]),
         .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
         .library(name: "Multipeer", targets: ["Multipeer"]),
+        .library(name: "MultipeerConnectivity", targets: ["MultipeerConnectivity"]),
         .executable(name: "multipeer", targets: ["multipeer"]),
         .executable(name: "multipeer-bench", targets: ["MultipeerBenchmarks"]),
         .executable(name: "mdns-fuzz", targets: ["MDNSFuzz"]),
@@ -25,6 +26,9 @@ let package = Package(
             name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         .target(
             name: "Multipeer", dependencies: ["COpenSSL", "MultipeerIO", "MulticastDNS"], swiftSettings: strict),
+        // Apple's MultipeerConnectivity API on the native one (a facade: no engine logic).
+        .target(
+            name: "MultipeerConnectivity", dependencies: ["Multipeer", "MulticastDNS"], swiftSettings: strict),
         .executableTarget(
             name: "multipeer", dependencies: ["MulticastDNS", "MultipeerIO", "Multipeer"], swiftSettings: strict),
         // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
@@ -41,6 +45,9 @@ let package = Package(
             name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
         .testTarget(
             name: "MultipeerTests", dependencies: ["Multipeer", "MultipeerIO", "COpenSSL"], swiftSettings: strict),
+        .testTarget(
+            name: "MultipeerConnectivityTests", dependencies: ["MultipeerConnectivity", "Multipeer"],
+            swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests", dependencies: ["NetLab", "multipeer", "MulticastDNS"],
             swiftSettings: strict),

@@ -115,7 +115,7 @@ struct SessionHostileTests {
                 SessionWire.encode(
                     .invite(
                         id: [UInt8](repeating: UInt8(index), count: 16), timeoutMilliseconds: 60_000,
-                        serviceType: "_mp-test._tcp", context: [])))
+                        serviceType: "_mp-test._tcp", context: [], encryption: .required)))
         }
         // The connections are routed concurrently, so which four get through is not fixed: read every answer.
         let answers = held.map { connection in Task { try await Self.nextControl(connection) } }
@@ -159,7 +159,7 @@ struct SessionHostileTests {
                 SessionWire.encode(
                     .invite(
                         id: [UInt8](repeating: UInt8(index), count: 16), timeoutMilliseconds: 60_000,
-                        serviceType: "_mp-test._tcp", context: [])))
+                        serviceType: "_mp-test._tcp", context: [], encryption: .required)))
         }
         var refused = 0
         for connection in held.suffix(4) {

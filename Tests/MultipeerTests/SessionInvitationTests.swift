@@ -207,6 +207,25 @@ extension SessionInvitationTests {
         await bob.shutdown()
     }
 
+    /// An advertiser that negotiates whatever each inviter wants (`.optional`, as the MultipeerConnectivity
+    /// facade's does, not knowing the session yet): accepting into a `.none` session still refuses an inviter whose
+    /// session requires encryption (the invitation says so), and admits an `.optional` one.
+    @Test func aNoneSessionRefusesAnInviterThatRequiresEncryptionWhateverTheLinkIs() async throws {
+        let bob = try await SessionNode(
+            "Bob", configuration: SessionConfiguration(encryption: .none), advertiserEncryption: .optional)
+        bob.acceptAll()
+        let strict = try await SessionNode("Alice", configuration: SessionConfiguration(encryption: .required))
+        guard case .refused(let reason) = await strict.invite(bob) else {
+            Issue.record("a .required inviter joined a .none session")
+            return
+        }
+        #expect(reason.contains("requires encryption") && reason.contains(".none"), "\(reason)")
+        let relaxed = try await SessionNode("Carol", configuration: SessionConfiguration(encryption: .optional))
+        #expect(await relaxed.invite(bob) == .accepted)
+        #expect(await bob.session.connectedPeers.map(\.displayName) == ["Carol"])
+        for node in [bob, strict, relaxed] { await node.shutdown() }
+    }
+
     @Test func oversizedContextIsRefusedBeforeAnythingIsSent() async throws {
         let alice = try await SessionNode("Alice")
         let bob = try await SessionNode("Bob")

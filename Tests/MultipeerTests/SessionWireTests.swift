@@ -11,9 +11,12 @@ struct SessionWireTests {
 
     @Test func goldenInvite() throws {
         let message = SessionWire.encode(
-            .invite(id: Self.id, timeoutMilliseconds: 30_000, serviceType: "_chat._tcp", context: [1, 2]))
+            .invite(
+                id: Self.id, timeoutMilliseconds: 30_000, serviceType: "_chat._tcp", context: [1, 2],
+                encryption: .optional))
         #expect(message.kind == 1 && message.isCritical)
-        let expected = Self.id + [0x00, 0x00, 0x75, 0x30, 0x00, 0x0A] + Array("_chat._tcp".utf8) + [0x00, 0x02, 1, 2]
+        let expected =
+            Self.id + [0x00, 0x00, 0x75, 0x30, 0x00, 0x0A] + Array("_chat._tcp".utf8) + [0x00, 0x02, 1, 2] + [0x01]
         #expect(message.body == expected)
     }
 
@@ -29,8 +32,9 @@ struct SessionWireTests {
         let fingerprint = try PeerIdentity.generate(displayName: "x").fingerprint
         let messages: [SessionWire.Message] = [
             .invite(
-                id: Self.id, timeoutMilliseconds: 1, serviceType: "_a._tcp", context: [UInt8](repeating: 1, count: 8192)
-            ),
+                id: Self.id, timeoutMilliseconds: 1, serviceType: "_a._tcp",
+                context: [UInt8](repeating: 1, count: 8192),
+                encryption: .none),
             .inviteAnswer(id: Self.id, answer: .alreadyConnected, reason: "é"),
             .inviteCancel(id: Self.id, reason: "late"),
             .join(linkID: Self.id, sessionID: Self.id, proof: [UInt8](repeating: 5, count: 32)),
@@ -73,6 +77,8 @@ struct SessionWireTests {
         }
         refused(
             .invite, Self.id + [0, 0, 0, 1, 0, 0, 0x20, 0x01] + [UInt8](repeating: 0, count: 8193), "more than 8192")
+        refused(.invite, Self.id + [0, 0, 0, 1, 0, 0, 0, 0, 3], "unknown encryption preference 3")
+        refused(.invite, Self.id + [0, 0, 0, 1, 0, 0, 0, 0], "runs past the end")
         refused(.inviteAnswer, Self.id + [9, 0, 0], "unknown answer 9")
         refused(.join, Self.id, "runs past the end")
         refused(.leave, [0, 1, 0x41, 0], "1 bytes after the last field")

@@ -22,6 +22,8 @@ public final class Invitation: Sendable, CustomStringConvertible {
     public let verificationCode: VerificationCode?
     /// The service type the inviter found us under.
     public let serviceType: String
+    /// The inviting session's encryption preference, as it says.
+    public let inviterEncryption: EncryptionPreference
 
     let link: Link
     let id: [UInt8]
@@ -39,8 +41,10 @@ public final class Invitation: Sendable, CustomStringConvertible {
 
     init(
         link: Link, id: [UInt8], context: [UInt8], timeout: Duration, serviceType: String,
-        listener: PeerNetwork.ListenerKey, onEnd: @escaping @Sendable () -> Void
+        listener: PeerNetwork.ListenerKey, inviterEncryption: EncryptionPreference,
+        onEnd: @escaping @Sendable () -> Void
     ) {
+        self.inviterEncryption = inviterEncryption
         self.link = link
         self.listener = listener
         self.id = id

@@ -165,7 +165,10 @@ public final class PeerAdvertiser: Sendable {
     }
 
     /// An invitation arrived on a new connection (called by the network's router).
-    func receive(_ link: Link, id: [UInt8], timeoutMilliseconds: UInt32, context: [UInt8]) async {
+    func receive(
+        _ link: Link, id: [UInt8], timeoutMilliseconds: UInt32, context: [UInt8],
+        inviterEncryption: EncryptionPreference
+    ) async {
         let peer = link.fingerprint
         let refusal = state.withLock { state -> String? in
             if state.stopped { return "the peer stopped advertising" }
@@ -190,7 +193,7 @@ public final class PeerAdvertiser: Sendable {
             limits.maximumTimeout)
         let invitation = Invitation(
             link: link, id: id, context: context, timeout: timeout, serviceType: serviceType.description,
-            listener: key.listener
+            listener: key.listener, inviterEncryption: inviterEncryption
         ) { [weak self] in self?.release(peer) }
         let loop = network.loop
         invitation.attach(

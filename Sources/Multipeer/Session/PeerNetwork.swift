@@ -1,3 +1,4 @@
+internal import Foundation
 public import MulticastDNS
 public import MultipeerIO
 
@@ -30,6 +31,19 @@ public actor PeerNetwork {
             configuration.discovery.interfaces = .loopbackOnly
             configuration.discovery.useIPv6 = false
             configuration.listenAddresses = [.v4(IPv4Address(127, 0, 0, 1))]
+            return configuration
+        }
+
+        /// What the environment asks for, for programs that take no options (such as apps on the
+        /// compatibility modules): `MULTIPEER_LOOPBACK=1` is ``loopback``; `MULTIPEER_INTERFACE=eth0,wlan0`
+        /// discovers on those interfaces only; otherwise all interfaces.
+        /// - Parameter environment: The environment to read; the process's by default.
+        public static func fromEnvironment(_ environment: [String: String]? = nil) -> Configuration {
+            let environment = environment ?? ProcessInfo.processInfo.environment
+            if environment["MULTIPEER_LOOPBACK"] == "1" { return .loopback }
+            var configuration = Configuration()
+            let names = (environment["MULTIPEER_INTERFACE"] ?? "").split(separator: ",").map(String.init)
+            if !names.isEmpty { configuration.discovery.interfaces = .named(names) }
             return configuration
         }
     }
@@ -179,13 +193,14 @@ public actor PeerNetwork {
     private func route(_ link: Link, _ event: Link.Event, key: ListenerKey) async {
         guard case .message(let message) = event else { return }
         switch message {
-        case .invite(let id, let timeout, let serviceType, let context):
+        case .invite(let id, let timeout, let serviceType, let context, let encryption):
             link.linkID = id
             guard let advertiser = advertisers[AdvertiserKey(listener: key, serviceType: serviceType)] else {
                 link.send(.inviteAnswer(id: id, answer: .refused, reason: "nobody here advertises \(serviceType)"))
                 return link.close("no advertiser for \(serviceType)")
             }
-            await advertiser.receive(link, id: id, timeoutMilliseconds: timeout, context: context)
+            await advertiser.receive(
+                link, id: id, timeoutMilliseconds: timeout, context: context, inviterEncryption: encryption)
         case .join(let linkID, let sessionID, let proof):
             link.linkID = linkID
             for session in sessions.values where await session.knowsSession(sessionID) {

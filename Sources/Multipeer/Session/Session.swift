@@ -55,6 +55,8 @@ public actor Session {
     /// Links being dialed for a join, so disconnecting can close them.
     private var joinLinks: [PeerFingerprint: Link] = [:]
     private var isDisconnected = false
+    /// The last failed invitation per peer, until the peer becomes a member (bounded by the peers invited).
+    private var failedInvitations: [PeerFingerprint: InvitationOutcome] = [:]
 
     /// Creates a session and starts the network's listener for its identity and security settings.
     /// - Parameters:
@@ -116,15 +118,24 @@ public actor Session {
     ///   - url: A file URL or an http(s) URL.
     ///   - name: The name the receiver is told (it sanitizes it).
     ///   - peer: A member.
+    ///   - progress: A progress object for the transfer to report to (its total becomes the file's size), for
+    ///     callers that must hand one out before the file is measured; by default the transfer makes its own.
     /// - Returns: The transfer: its `progress` (cancellable) and `finished()`.
     /// - Throws: ``SessionError``: `notConnected`, `invalidParameter` (not a regular file, another URL scheme),
     ///   `unavailable` (the file cannot be read, the download failed).
-    public func sendResource(at url: URL, named name: String, to peer: Peer) async throws(SessionError)
-        -> ResourceTransfer
+    public func sendResource(at url: URL, named name: String, to peer: Peer, progress: Progress? = nil)
+        async throws(SessionError) -> ResourceTransfer
     {
         guard members[peer.claimedFingerprint] != nil else { throw notConnected(peer) }
         let linked = members[peer.claimedFingerprint]?.peer ?? peer
-        return try await resources.send(url: url, name: name, to: linked)
+        return try await resources.send(url: url, name: name, to: linked, progress: progress)
+    }
+
+    /// The outcome of the last invitation to `peer` that did not make it a member (declined, timed out,
+    /// unreachable, refused), kept until it becomes one; nil otherwise. It is recorded before the
+    /// `notConnected` event that reports it, so an event handler can ask.
+    public func invitationOutcome(for peer: Peer) -> InvitationOutcome? {
+        failedInvitations[peer.claimedFingerprint]
     }
 
     /// The members connected now.
@@ -359,6 +370,13 @@ public actor Session {
         await network.endOutgoing(to: fp)
         inviting[fp] = inviting[fp, default: 1] > 1 ? inviting[fp]! - 1 : nil
         if members[fp] == nil, !joining.contains(fp), inviting[fp] == nil {
+            if outcome != .accepted {
+                // Bounded: an application inviting every peer a flood of advertisements shows keeps 1,024.
+                if failedInvitations.count >= 1_024, let any = failedInvitations.keys.first {
+                    failedInvitations[any] = nil
+                }
+                failedInvitations[fp] = outcome
+            }
             report(peer, .notConnected, outcome.description)
         }
         return outcome
@@ -418,7 +436,9 @@ public actor Session {
                 await self.inviterEvent(link, event, id: id)
             }
             link.send(
-                .invite(id: id, timeoutMilliseconds: max(1, milliseconds), serviceType: serviceType, context: context))
+                .invite(
+                    id: id, timeoutMilliseconds: max(1, milliseconds), serviceType: serviceType, context: context,
+                    encryption: configuration.encryption))
         }
         answerTimer.cancel()
         return outcome
@@ -495,6 +515,12 @@ public actor Session {
             throw refuse(.refused, "group secret: the advertiser's group secret differs from the session's")
         }
         if let refusal = securityRefusal(link.connection) { throw refuse(.refused, refusal) }
+        if configuration.encryption == .none, invitation.inviterEncryption == .required {
+            // The link may well be TLS (the inviter dialed a known identity), but the two sessions' rules exclude
+            // each other: a `.required` peer must never be a member of a session that admits plaintext links.
+            throw refuse(
+                .refused, "encryption: the inviter requires encryption and this session never encrypts (.none)")
+        }
         if members[fp] != nil {
             link.send(.inviteAnswer(id: invitation.id, answer: .alreadyConnected, reason: "already connected"))
             return link.close("already connected")
@@ -1113,6 +1139,7 @@ public actor Session {
         if state != .notConnected, previous == state { return }
         if state == .notConnected, previous == nil { return }
         states[fp] = state == .notConnected ? nil : (peer, state)
+        if state == .connected { failedInvitations[fp] = nil }
         if case .dropped = eventSink.yield(.peerChanged(peer, state, reason: reason)) {
             dropped.add()
         }

@@ -68,8 +68,11 @@ enum SessionWire {
     /// A decoded control message.
     enum Message: Hashable, Sendable {
         /// An invitation: its identifier (also the link's), how long the inviter waits, the service type it
-        /// found the invitee under, and the application's context data.
-        case invite(id: [UInt8], timeoutMilliseconds: UInt32, serviceType: String, context: [UInt8])
+        /// found the invitee under, the application's context data, and the inviting session's encryption
+        /// preference (a `.none` session refuses an inviter that requires encryption, as Apple's does).
+        case invite(
+            id: [UInt8], timeoutMilliseconds: UInt32, serviceType: String, context: [UInt8],
+            encryption: EncryptionPreference)
         case inviteAnswer(id: [UInt8], answer: Answer, reason: String)
         case inviteCancel(id: [UInt8], reason: String)
         /// A member dialing a member it was introduced to: the link identifier, the session whose secret it
@@ -109,12 +112,13 @@ enum SessionWire {
         var w = Writer()
         let kind: Kind
         switch message {
-        case .invite(let id, let timeout, let serviceType, let context):
+        case .invite(let id, let timeout, let serviceType, let context, let encryption):
             kind = .invite
             w.fixed(id)
             w.u32(timeout)
             w.text(serviceType)
             w.bytes(context)
+            w.u8(encryption.rawValue)
         case .inviteAnswer(let id, let answer, let reason):
             kind = .inviteAnswer
             w.fixed(id)
@@ -207,9 +211,17 @@ enum SessionWire {
         let decoded: Message
         switch kind {
         case .invite:
+            let id = try r.fixed(idLength, "invitation id")
+            let timeout = try r.u32("timeout")
+            let serviceType = try r.text("service type")
+            let context = try r.bytes("context", limit: Limits.context)
+            let raw = try r.u8("encryption preference")
+            guard let encryption = EncryptionPreference(rawValue: raw) else {
+                throw r.error("unknown encryption preference \(raw)")
+            }
             decoded = .invite(
-                id: try r.fixed(idLength, "invitation id"), timeoutMilliseconds: try r.u32("timeout"),
-                serviceType: try r.text("service type"), context: try r.bytes("context", limit: Limits.context))
+                id: id, timeoutMilliseconds: timeout, serviceType: serviceType, context: context, encryption: encryption
+            )
         case .inviteAnswer:
             let id = try r.fixed(idLength, "invitation id")
             let raw = try r.u8("answer")

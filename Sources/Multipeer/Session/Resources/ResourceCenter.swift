@@ -118,7 +118,9 @@ final class ResourceCenter: Sendable {
 
     // MARK: Sending
 
-    func send(url: URL, name: String, to peer: Peer) async throws(SessionError) -> ResourceTransfer {
+    func send(url: URL, name: String, to peer: Peer, progress given: Progress? = nil) async throws(SessionError)
+        -> ResourceTransfer
+    {
         let fp = peer.claimedFingerprint
         var path = url.path
         var temporary = false
@@ -136,7 +138,8 @@ final class ResourceCenter: Sendable {
             throw error
         }
         let id = SecureRandom.bytes(SessionWire.idLength)
-        let progress = Progress(totalUnitCount: Int64(size))
+        let progress = given ?? Progress(totalUnitCount: Int64(size))
+        progress.totalUnitCount = Int64(size)
         let transfer = ResourceTransfer(id: id, name: name, peer: peer, progress: progress)
         state.withLock {
             $0.outgoing[id] = Outgoing(
@@ -150,6 +153,8 @@ final class ResourceCenter: Sendable {
             finishOutgoing(id, .failure(error))
             throw error
         }
+        // A progress the caller gave may have been cancelled before its handler was ours.
+        if progress.isCancelled { cancelOutgoing(id, reason: "cancelled by the sender") }
         return transfer
     }
 

@@ -1,0 +1,110 @@
+public import Foundation
+public import Multipeer
+
+/// A peer in the Multipeer Connectivity API.
+///
+/// Every `init(displayName:)` makes a new peer with a new identity (an Ed25519 key pair), even for a name used
+/// before; peer IDs are equal when their identities are. To keep the same identity across launches, archive the
+/// peer ID (`NSKeyedArchiver`, secure coding) and unarchive it on the next launch, as Apple's documentation
+/// recommends: the archive holds the display name and the identity's fingerprint, never the private key, which
+/// is saved on first archiving in this user's identity folder (``PeerIdentityStore/user``, mode 0600). An
+/// archive unarchived where that key is not (another machine or user) is a peer ID of the same peer that
+/// cannot start a session, like a remote peer's.
+///
+/// Remote peers' IDs are made by the framework (browsers, sessions), never with `init(displayName:)`.
+open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
+    // Safety of @unchecked Sendable: every stored property is immutable.
+
+    /// The peer's display name (at most 63 bytes of UTF-8).
+    public let displayName: String
+    /// The peer's identity: the fingerprint of its public key.
+    public let fingerprint: PeerFingerprint
+    /// The identity with its private key, for a peer ID made (or archived) here; nil for remote peers.
+    let identity: PeerIdentity?
+    /// The native peer, for remote peer IDs (with what the engine knows of its identity).
+    let nativePeer: Peer
+
+    /// Makes a new local peer with a new identity.
+    ///
+    /// Apple raises an exception for an empty name or one longer than 63 bytes of UTF-8; so does this (a fatal
+    /// error naming the rule), and for control characters, which could forge lines in logs and terminals.
+    public init(displayName: String) {
+        let identity: PeerIdentity
+        do {
+            identity = try PeerIdentity.generate(displayName: displayName)
+        } catch {
+            invalidArgument("MCPeerID(displayName:): \(error.reason)")
+        }
+        self.displayName = displayName
+        fingerprint = identity.fingerprint
+        self.identity = identity
+        nativePeer = Peer(identity: .proven(identity.fingerprint), displayName: displayName)
+        super.init()
+    }
+
+    /// A remote peer as the engine reports it.
+    init(peer: Peer) {
+        displayName = peer.displayName
+        fingerprint = peer.claimedFingerprint
+        identity = nil
+        nativePeer = peer
+        super.init()
+    }
+
+    // MARK: NSSecureCoding
+
+    /// Peer IDs are archived with secure coding.
+    public static var supportsSecureCoding: Bool { true }
+
+    private static let nameKey = "MCPeerIDDisplayName"
+    private static let fingerprintKey = "MCPeerIDFingerprint"
+
+    /// Archives the display name and fingerprint; for a local peer, first saves its identity in this user's
+    /// identity folder (so the archive brings the same identity back on a later launch). The private key is
+    /// never in the archive: apps send archived peer IDs to other peers.
+    open func encode(with coder: NSCoder) {
+        if let identity {
+            do {
+                try PeerIdentityStore.user.save(identity)
+            } catch {
+                FileHandle.standardError.write(
+                    Data("MultipeerConnectivity: cannot keep \(displayName)'s identity: \(error.reason)\n".utf8))
+            }
+        }
+        coder.encode(displayName as NSString, forKey: Self.nameKey)
+        coder.encode(fingerprint.description as NSString, forKey: Self.fingerprintKey)
+    }
+
+    /// Unarchives a peer ID; nil when the archive does not hold a valid display name and fingerprint. When this
+    /// user's identity folder holds the fingerprint's key, the peer ID can start sessions again.
+    public required init?(coder: NSCoder) {
+        guard
+            let name = coder.decodeObject(of: NSString.self, forKey: Self.nameKey) as String?,
+            (try? DisplayName.validate(name)) != nil,
+            let text = coder.decodeObject(of: NSString.self, forKey: Self.fingerprintKey) as String?,
+            text.utf8.count < 128, let fingerprint = PeerFingerprint(text)
+        else { return nil }
+        displayName = name
+        self.fingerprint = fingerprint
+        identity = try? PeerIdentityStore.user.identity(for: fingerprint)
+        nativePeer = Peer(identity: identity == nil ? .claimed(fingerprint) : .proven(fingerprint), displayName: name)
+        super.init()
+    }
+
+    // MARK: NSObject
+
+    /// Peer IDs are immutable: the copy is the same object.
+    open func copy(with zone: NSZone? = nil) -> Any { self }
+
+    /// Equal when both name the same identity.
+    open override func isEqual(_ object: Any?) -> Bool {
+        guard let other = object as? MCPeerID else { return false }
+        return other.fingerprint == fingerprint
+    }
+
+    /// Hashes the identity.
+    open override var hash: Int { fingerprint.hashValue }
+
+    /// `MCPeerID(Alice, abcd-efgh-...)`.
+    open override var description: String { "MCPeerID(\(displayName), \(fingerprint))" }
+}

@@ -1,0 +1,386 @@
+public import Foundation
+internal import Multipeer
+internal import Synchronization
+
+/// What a session tells its application, on a private serial queue (Apple's `MCSessionDelegate`).
+public protocol MCSessionDelegate: NSObjectProtocol {
+    /// A peer's state changed. For `.notConnected`, ``MCSession/disconnectReason(for:)`` says why.
+    func session(_ session: MCSession, peer peerID: MCPeerID, didChange state: MCSessionState)
+    /// A peer sent data.
+    func session(_ session: MCSession, didReceive data: Data, fromPeer peerID: MCPeerID)
+    /// A peer opened a byte stream to this side; open it to read.
+    func session(
+        _ session: MCSession, didReceive stream: InputStream, withName streamName: String, fromPeer peerID: MCPeerID)
+    /// A peer started sending a resource.
+    func session(
+        _ session: MCSession, didStartReceivingResourceWithName resourceName: String, fromPeer peerID: MCPeerID,
+        with progress: Progress)
+    /// A resource arrived (verified by SHA-256) at `localURL`, or failed with `error`. The file is removed when
+    /// this method returns: move or read it before.
+    func session(
+        _ session: MCSession, didFinishReceivingResourceWithName resourceName: String, fromPeer peerID: MCPeerID,
+        at localURL: URL?, withError error: (any Error)?)
+    /// A peer wants to join: call `certificateHandler` with true to let it in. Optional: without it, every
+    /// peer is let in, as on Apple's platforms. `certificate` is `[PeerVerificationRequest]` for a peer whose
+    /// identity TLS proved (its fingerprint and the verification code both sides see), nil on plaintext.
+    func session(
+        _ session: MCSession, didReceiveCertificate certificate: [Any]?, fromPeer peerID: MCPeerID,
+        certificateHandler: @escaping (Bool) -> Void)
+}
+
+extension MCSessionDelegate {
+    /// Lets every peer in, as Apple's framework does for delegates without this method.
+    public func session(
+        _ session: MCSession, didReceiveCertificate certificate: [Any]?, fromPeer peerID: MCPeerID,
+        certificateHandler: @escaping (Bool) -> Void
+    ) {
+        certificateHandler(true)
+    }
+}
+
+/// A session (Apple's `MCSession`) on the native ``Session``: a full mesh of peers exchanging data, streams and
+/// resources, encrypted by default.
+///
+/// Differences from Apple's, all additions: a peer's drop for a few seconds is bridged (it stays connected and
+/// reliable data sent meanwhile arrives once, in order); ``disconnectReason(for:)`` says why a peer went
+/// `.notConnected`; more than 8 peers on request; a session can be used again after `disconnect()`; data
+/// sent faster than the peers take it waits in a queue of at most ``maximumQueuedBytes``, beyond which `send`
+/// throws `unavailable` instead of growing without bound.
+open class MCSession: NSObject, @unchecked Sendable {
+    // Safety of @unchecked Sendable: immutable properties, and mutable state behind `state` or in Sendable types.
+
+    /// The delegate (held weakly), called on the session's private serial queue.
+    public var delegate: (any MCSessionDelegate)? {
+        get { delegateBox.value }
+        set { delegateBox.value = newValue }
+    }
+    /// This side.
+    public let myPeerID: MCPeerID
+    /// What was passed; on Linux there is no `SecIdentity`: the peer ID's own key proves its identity, and this
+    /// array is kept only to be returned (nil or anything is accepted).
+    public let securityIdentity: [Any]?
+    /// Whether connections are encrypted.
+    public let encryptionPreference: MCEncryptionPreference
+    /// The most peers in the session, this side included (an addition; Apple's is fixed at 8).
+    public let maximumNumberOfPeers: Int
+    /// The most bytes of data waiting to be sent before `send` throws `unavailable` (an addition).
+    public static let maximumQueuedBytes = 64 << 20
+
+    /// The peers connected now.
+    public var connectedPeers: [MCPeerID] {
+        state.withLock { Array($0.connected.values) }.sorted { $0.displayName < $1.displayName }
+    }
+
+    private let delegateBox = WeakDelegate<any MCSessionDelegate>()
+    let calls: DelegateQueue
+    private let state: Mutex<State>
+    private let outbox: AsyncStream<Outgoing>.Continuation
+
+    private struct State {
+        var native: Task<Session, any Error>
+        var connected: [PeerFingerprint: MCPeerID] = [:]
+        /// The state last reported to the delegate per peer (Apple has no `reconnecting`: it stays connected).
+        var reported: [PeerFingerprint: MCSessionState] = [:]
+        var reasons: [PeerFingerprint: MCDisconnectReason] = [:]
+        var queuedBytes = 0
+    }
+
+    private struct Outgoing: Sendable {
+        let data: [UInt8]
+        let peers: [Peer]
+        let mode: SendMode
+    }
+
+    /// A session that requires encryption (Apple's rule since OS X 10.11 and iOS 9).
+    public convenience init(peer myPeerID: MCPeerID) {
+        self.init(peer: myPeerID, securityIdentity: nil, encryptionPreference: .required)
+    }
+
+    /// A session with an encryption preference.
+    /// - Parameters:
+    ///   - myPeerID: A peer ID made on this device (`init(displayName:)`, or unarchived where its key is).
+    ///   - identity: Ignored on Linux (see ``securityIdentity``).
+    ///   - encryptionPreference: `.required`, `.optional` or `.none`.
+    public convenience init(
+        peer myPeerID: MCPeerID, securityIdentity identity: [Any]?, encryptionPreference: MCEncryptionPreference
+    ) {
+        self.init(
+            peer: myPeerID, securityIdentity: identity, encryptionPreference: encryptionPreference,
+            maximumNumberOfPeers: kMCSessionMaximumNumberOfPeers)
+    }
+
+    /// A session that may hold more peers than Apple's 8 (an addition).
+    /// - Parameter maximumNumberOfPeers: The most peers, this side included; at least 2.
+    public init(
+        peer myPeerID: MCPeerID, securityIdentity identity: [Any]?, encryptionPreference: MCEncryptionPreference,
+        maximumNumberOfPeers: Int
+    ) {
+        guard myPeerID.identity != nil else {
+            invalidArgument(
+                "MCSession(peer:): \(myPeerID) was not made on this device (its private key is not in "
+                    + "\(PeerIdentityStore.user.directory.path)); use MCPeerID(displayName:) or a peer ID archived here"
+            )
+        }
+        guard maximumNumberOfPeers >= kMCSessionMinimumNumberOfPeers else {
+            invalidArgument("MCSession: maximumNumberOfPeers must be at least \(kMCSessionMinimumNumberOfPeers)")
+        }
+        self.myPeerID = myPeerID
+        securityIdentity = identity
+        self.encryptionPreference = encryptionPreference
+        self.maximumNumberOfPeers = maximumNumberOfPeers
+        calls = DelegateQueue(label: "MCSession.delegate.\(myPeerID.displayName)")
+        let (stream, outbox) = AsyncStream<Outgoing>.makeStream()
+        self.outbox = outbox
+        state = Mutex(State(native: Task { throw CancellationError() }))
+        super.init()
+        state.withLock { $0.native = startNative() }
+        // One task sends everything, in the order `send` was called.
+        let native = { [weak self] () async throws -> Session? in try await self?.nativeSession() }
+        Task { [weak self] in
+            for await outgoing in stream {
+                if let session = try? await native() {
+                    _ = await session.send(outgoing.data, to: outgoing.peers, mode: outgoing.mode)
+                }
+                self?.state.withLock { $0.queuedBytes -= outgoing.data.count }
+            }
+        }
+    }
+
+    deinit {
+        outbox.finish()
+        let native = state.withLock { $0.native }
+        Task { try? await native.value.disconnect() }
+    }
+
+    /// The native session now (a new one after `disconnect()`).
+    func nativeSession() async throws -> Session {
+        try await state.withLock { $0.native }.value
+    }
+
+    /// Starts a native session and the tasks that turn its events into delegate calls.
+    private func startNative() -> Task<Session, any Error> {
+        var configuration = SessionConfiguration()
+        configuration.encryption = encryptionPreference.native
+        configuration.maximumPeers = maximumNumberOfPeers
+        configuration.verifyPeer = { [weak self] request in
+            guard let self else { return .refuse(reason: "the session is gone") }
+            return await self.askCertificate(request)
+        }
+        let identity = myPeerID.identity!
+        return Task { [weak self] () async throws -> Session in
+            let session = try await Session(
+                identity: identity, configuration: configuration, network: MCNetwork.shared())
+            self?.pump(session)
+            return session
+        }
+    }
+
+    /// Turns the native session's events and messages into delegate calls.
+    private func pump(_ session: Session) {
+        Task { [weak self] in
+            for await event in session.events {
+                guard let self else { break }
+                await self.handle(event, from: session)
+            }
+        }
+        Task { [weak self] in
+            for await message in session.messages {
+                guard let self else { break }
+                let peerID = MCPeerID(peer: message.peer)
+                let data = Data(message.data)
+                await self.calls.deliver { [weak self] in
+                    guard let self else { return }
+                    self.delegate?.session(self, didReceive: data, fromPeer: peerID)
+                }
+            }
+        }
+    }
+
+    private func handle(_ event: SessionEvent, from session: Session) async {
+        switch event {
+        case .peerChanged(let peer, let native, let reason):
+            let peerID = MCPeerID(peer: peer)
+            let fp = peer.claimedFingerprint
+            let mapped: MCSessionState
+            switch native {
+            case .connecting: mapped = .connecting
+            case .connected, .reconnecting: mapped = .connected  // a bridged outage is not Apple's notConnected
+            case .notConnected: mapped = .notConnected
+            }
+            var why: MCDisconnectReason?
+            if mapped == .notConnected {
+                why = await session.invitationOutcome(for: peer).map(MCDisconnectReason.init) ?? .disconnected(reason)
+            }
+            let changed = state.withLock { state -> Bool in
+                if mapped == .connected { state.connected[fp] = peerID } else { state.connected[fp] = nil }
+                if let why { state.reasons[fp] = why } else if mapped == .connected { state.reasons[fp] = nil }
+                guard state.reported[fp] != mapped else { return false }
+                state.reported[fp] = mapped == .notConnected ? nil : mapped
+                return true
+            }
+            guard changed else { return }
+            await calls.deliver { [weak self] in
+                guard let self else { return }
+                self.delegate?.session(self, peer: peerID, didChange: mapped)
+            }
+        case .stream(let stream, let peer):
+            nonisolated(unsafe) let input = MCInputStream(stream)
+            let peerID = MCPeerID(peer: peer)
+            await calls.deliver { [weak self] in
+                guard let self else { return }
+                self.delegate?.session(self, didReceive: input, withName: stream.name, fromPeer: peerID)
+            }
+        case .undelivered:
+            // Apple's API has no way to say this; the native API does (`SessionEvent.undelivered`).
+            break
+        case .resourceStarted(let incoming):
+            let peerID = MCPeerID(peer: incoming.peer)
+            await calls.deliver { [weak self] in
+                guard let self else { return }
+                self.delegate?.session(
+                    self, didStartReceivingResourceWithName: incoming.name, fromPeer: peerID, with: incoming.progress)
+            }
+        case .resourceFinished(let incoming, let result):
+            let peerID = MCPeerID(peer: incoming.peer)
+            await calls.deliver { [weak self] in
+                guard let self else { return }
+                switch result {
+                case .success(let url):
+                    self.delegate?.session(
+                        self, didFinishReceivingResourceWithName: incoming.name, fromPeer: peerID, at: url,
+                        withError: nil)
+                    // Apple's file is temporary: valid only during the call.
+                    try? FileManager.default.removeItem(at: url)
+                case .failure(let error):
+                    self.delegate?.session(
+                        self, didFinishReceivingResourceWithName: incoming.name, fromPeer: peerID, at: nil,
+                        withError: MCError(error))
+                }
+            }
+        }
+    }
+
+    /// Asks the delegate's certificate method (or lets the peer in when the delegate does not implement it).
+    private func askCertificate(_ request: PeerVerificationRequest) async -> VerificationDecision {
+        let peerID = MCPeerID(peer: request.peer)
+        nonisolated(unsafe) let certificate: [Any]? = request.isAuthenticated ? [request] : nil
+        let accepted = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let once = Mutex(false)
+            let answer: @Sendable (Bool) -> Void = { accepted in
+                let first = once.withLock { done -> Bool in
+                    defer { done = true }
+                    return !done
+                }
+                if first { continuation.resume(returning: accepted) }
+            }
+            calls.post { [weak self] in
+                guard let self, let delegate = self.delegate else { return answer(true) }
+                delegate.session(self, didReceiveCertificate: certificate, fromPeer: peerID, certificateHandler: answer)
+            }
+        }
+        return accepted ? .accept : .refuse(reason: "\(myPeerID.displayName)'s application refused the certificate")
+    }
+
+    // MARK: Apple's API
+
+    /// Sends data to connected peers; returns once it is queued (delivery is not confirmed, as in Apple's API).
+    /// - Throws: ``MCError`` `notConnected` naming a peer that is not connected; `unavailable` when more than
+    ///   ``maximumQueuedBytes`` wait to be sent.
+    open func send(_ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode) throws {
+        let peers = try state.withLock { state throws(MCError) -> [Peer] in
+            var peers: [Peer] = []
+            for peerID in peerIDs {
+                guard let connected = state.connected[peerID.fingerprint] else {
+                    throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
+                }
+                peers.append(connected.nativePeer)
+            }
+            guard state.queuedBytes + data.count <= Self.maximumQueuedBytes || state.queuedBytes == 0 else {
+                throw MCError(
+                    .unavailable,
+                    reason: "\(state.queuedBytes) bytes are waiting to be sent; the peers are not keeping up")
+            }
+            state.queuedBytes += data.count
+            return peers
+        }
+        guard !peers.isEmpty else {
+            state.withLock { $0.queuedBytes -= data.count }
+            return
+        }
+        outbox.yield(Outgoing(data: [UInt8](data), peers: peers, mode: mode == .reliable ? .reliable : .unreliable))
+    }
+
+    /// Sends a file (`file:` URL) or a download (`http`/`https` URL) to a peer, which receives it verified by
+    /// SHA-256. The progress can cancel it; `completionHandler` runs on the session's queue when the peer has it
+    /// or with the error.
+    /// - Returns: The transfer's progress (bytes); nil when it cannot start (the handler says why).
+    @discardableResult
+    open func sendResource(
+        at resourceURL: URL, withName resourceName: String, toPeer peerID: MCPeerID,
+        withCompletionHandler completionHandler: (@Sendable ((any Error)?) -> Void)? = nil
+    ) -> Progress? {
+        let calls = calls
+        let complete: @Sendable ((any Error)?) -> Void = { error in
+            if let completionHandler { calls.post { completionHandler(error) } }
+        }
+        let scheme = resourceURL.scheme?.lowercased()
+        guard resourceURL.isFileURL || scheme == "http" || scheme == "https" else {
+            complete(MCError(.unsupported, reason: "\(resourceURL) is neither a file URL nor an http(s) URL"))
+            return nil
+        }
+        guard let peer = state.withLock({ $0.connected[peerID.fingerprint] })?.nativePeer else {
+            complete(MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session"))
+            return nil
+        }
+        let progress = Progress(totalUnitCount: -1)
+        Task { [weak self] in
+            do {
+                guard let session = try await self?.nativeSession() else {
+                    throw MCError(.cancelled, reason: "the session is gone")
+                }
+                let transfer = try await session.sendResource(
+                    at: resourceURL, named: resourceName, to: peer, progress: progress)
+                _ = try await transfer.finished()
+                complete(nil)
+            } catch let error as SessionError {
+                complete(MCError(error))
+            } catch {
+                complete(error)
+            }
+        }
+        return progress
+    }
+
+    /// Opens a byte stream to a connected peer, which receives an `InputStream`. Open the returned stream,
+    /// then write to it; closing it ends the peer's stream after everything written.
+    /// - Throws: ``MCError`` `notConnected`.
+    @discardableResult
+    open func startStream(withName streamName: String, toPeer peerID: MCPeerID) throws -> OutputStream {
+        guard let peer = state.withLock({ $0.connected[peerID.fingerprint] })?.nativePeer else {
+            throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
+        }
+        let opening = Task { [weak self] () async throws -> PeerStream in
+            guard let session = try await self?.nativeSession() else {
+                throw MCError(.cancelled, reason: "the session is gone")
+            }
+            return try await session.openStream(named: streamName, to: peer)
+        }
+        return MCOutputStream(opening: opening)
+    }
+
+    /// Leaves the session: every peer sees this side `.notConnected`. The session can invite and be invited
+    /// again afterwards (a fresh one underneath).
+    open func disconnect() {
+        let old = state.withLock { state -> Task<Session, any Error> in
+            defer { state.native = startNative() }
+            return state.native
+        }
+        Task { try? await old.value.disconnect() }
+    }
+
+    /// Why `peerID` last went `.notConnected` (an addition: declined, timed out, unreachable, refused for
+    /// security or limits, or disconnected with the reason); nil while it is connected or was never seen.
+    public func disconnectReason(for peerID: MCPeerID) -> MCDisconnectReason? {
+        state.withLock { $0.reasons[peerID.fingerprint] }
+    }
+}

@@ -1,0 +1,329 @@
+internal import Foundation
+internal import Multipeer
+internal import Synchronization
+
+/// Delivers `Stream` events to a stream's delegate: on the run loop it was scheduled in, else on a private
+/// serial queue (Foundation on Linux has no bound stream pair to do this for us).
+final class StreamEvents: @unchecked Sendable {
+    // Safety: the fields are only touched under `lock`; the stream and delegate are used on one queue at a time.
+    private let lock = NSLock()
+    private weak var stream: Stream?
+    private weak var delegateObject: AnyObject?
+    private var runLoop: RunLoop?
+    private var mode: RunLoop.Mode = .default
+    private let queue = DispatchQueue(label: "MCSession.stream")
+
+    func attach(_ stream: Stream) { lock.withLock { self.stream = stream } }
+
+    var delegate: (any StreamDelegate)? {
+        get { lock.withLock { delegateObject as? any StreamDelegate } }
+        set { lock.withLock { delegateObject = newValue.map { $0 as AnyObject } } }
+    }
+
+    func schedule(in runLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        lock.withLock {
+            self.runLoop = runLoop
+            self.mode = mode
+        }
+    }
+
+    func remove(from runLoop: RunLoop) {
+        lock.withLock { if self.runLoop === runLoop { self.runLoop = nil } }
+    }
+
+    func post(_ event: Stream.Event) {
+        let (runLoop, mode) = lock.withLock { (self.runLoop, self.mode) }
+        let deliver: @Sendable () -> Void = { [weak self] in
+            guard let self else { return }
+            let (stream, delegate) = self.lock.withLock { (self.stream, self.delegateObject as? any StreamDelegate) }
+            guard let stream, let delegate else { return }
+            delegate.stream(stream, handle: event)
+        }
+        if let runLoop {
+            runLoop.perform(inModes: [mode], block: deliver)
+        } else {
+            queue.async(execute: deliver)
+        }
+    }
+}
+
+/// A stream's status, shared with the task that feeds or drains it.
+final class SharedStatus: Sendable {
+    private let value = Mutex(Stream.Status.notOpen)
+
+    func withLock<R>(_ body: (inout Stream.Status) -> R) -> R { value.withLock { body(&$0) } }
+}
+
+/// The bytes between an application's blocking stream calls and a native ``PeerStream``, bounded.
+final class StreamPipe: @unchecked Sendable {
+    // Safety: every field is only touched while `condition` is locked.
+    private let condition = NSCondition()
+    private var bytes: [UInt8] = []
+    private var start = 0
+    private var ended = false
+    private(set) var failure: MCError?
+    private var waiter: CheckedContinuation<Void, Never>?
+    /// The most bytes held.
+    let capacity: Int
+
+    init(capacity: Int = 1 << 20) {
+        self.capacity = capacity
+    }
+
+    var count: Int { condition.withLock { bytes.count - start } }
+    var isEnded: Bool { condition.withLock { ended } }
+    var error: MCError? { condition.withLock { failure } }
+
+    /// Adds up to `count` bytes, blocking while the pipe is full; nil once it ended or failed.
+    func write(_ pointer: UnsafePointer<UInt8>, count: Int) -> Int? {
+        condition.lock()
+        defer { condition.unlock() }
+        while bytes.count - start >= capacity, !ended, failure == nil { condition.wait() }
+        guard !ended, failure == nil else { return nil }
+        let taken = min(count, capacity - (bytes.count - start))
+        bytes.append(contentsOf: UnsafeBufferPointer(start: pointer, count: taken))
+        wake()
+        return taken
+    }
+
+    /// Adds bytes without blocking (the producer already bounds itself by ``count``).
+    func append(_ chunk: [UInt8]) {
+        condition.withLock {
+            bytes.append(contentsOf: chunk)
+            wake()
+        }
+    }
+
+    /// Takes up to `count` bytes into `pointer`, blocking until some arrive; 0 at the end, nil on failure.
+    func read(_ pointer: UnsafeMutablePointer<UInt8>, count: Int) -> Int? {
+        condition.lock()
+        defer { condition.unlock() }
+        while bytes.count == start, !ended, failure == nil { condition.wait() }
+        if bytes.count == start { return failure == nil ? 0 : nil }
+        let taken = min(count, bytes.count - start)
+        bytes.withUnsafeBufferPointer { pointer.update(from: $0.baseAddress! + start, count: taken) }
+        start += taken
+        if start == bytes.count {
+            bytes.removeAll(keepingCapacity: true)
+            start = 0
+        }
+        wake()
+        return taken
+    }
+
+    /// Takes everything held, waiting (async) until there is something or the pipe ended; nil at the end.
+    func takeAll() async -> [UInt8]? {
+        while true {
+            let taken = condition.withLock { () -> [UInt8]?? in
+                if bytes.count > start {
+                    let chunk = Array(bytes[start...])
+                    bytes.removeAll(keepingCapacity: true)
+                    start = 0
+                    condition.broadcast()
+                    return .some(chunk)
+                }
+                return ended || failure != nil ? .some(nil) : nil
+            }
+            if let taken { return taken }
+            await waitForChange()
+        }
+    }
+
+    /// Waits until the count drops below `level` or the pipe ended; false once it ended.
+    func waitForRoom(below level: Int) async -> Bool {
+        while true {
+            let state = condition.withLock { () -> Bool? in
+                if ended || failure != nil { return false }
+                return bytes.count - start < level ? true : nil
+            }
+            if let state { return state }
+            await waitForChange()
+        }
+    }
+
+    private func waitForChange() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            condition.withLock {
+                if let old = waiter { old.resume() }
+                waiter = continuation
+            }
+        }
+    }
+
+    /// Called with the condition locked.
+    private func wake() {
+        condition.broadcast()
+        waiter?.resume()
+        waiter = nil
+    }
+
+    /// No more bytes will be added (what is held stays readable).
+    func end() {
+        condition.withLock {
+            ended = true; wake()
+        }
+    }
+
+    func fail(_ error: MCError) {
+        condition.withLock {
+            if failure == nil { failure = error }
+            wake()
+        }
+    }
+}
+
+/// The stream ``MCSession/startStream(withName:toPeer:)`` returns: writes go, in order and flow-controlled,
+/// to the peer's `InputStream`. `write` blocks while 1 MiB is waiting to be sent.
+final class MCOutputStream: OutputStream {
+    private let pipe = StreamPipe()
+    private let events = StreamEvents()
+    private let status = SharedStatus()
+
+    init(opening: Task<PeerStream, any Error>) {
+        super.init(toMemory: ())
+        events.attach(self)
+        let pipe = pipe
+        let events = events
+        let status = status
+        Task {
+            do {
+                let stream = try await opening.value
+                while let chunk = await pipe.takeAll() {
+                    try await stream.write(chunk)
+                    events.post(.hasSpaceAvailable)
+                }
+                if let error = pipe.error {
+                    stream.reset()
+                    throw error
+                }
+                try await stream.finish()
+            } catch {
+                pipe.fail(
+                    error as? MCError
+                        ?? MCError(.notConnected, reason: "the stream to the peer ended: \(error)"))
+                status.withLock { $0 = .error }
+                events.post(.errorOccurred)
+            }
+        }
+    }
+
+    required init(toMemory: ()) {
+        invalidArgument("MCOutputStream is made by MCSession.startStream(withName:toPeer:)")
+    }
+
+    override func open() {
+        let opened = status.withLock { status -> Bool in
+            guard status == .notOpen else { return false }
+            status = .open
+            return true
+        }
+        if opened {
+            events.post(.openCompleted)
+            events.post(.hasSpaceAvailable)
+        }
+    }
+
+    override func close() {
+        status.withLock { if $0 != .error { $0 = .closed } }
+        pipe.end()
+    }
+
+    override func write(_ buffer: UnsafePointer<UInt8>, maxLength len: Int) -> Int {
+        guard len > 0 else { return 0 }
+        guard status.withLock({ $0 == .open }) else { return -1 }
+        return pipe.write(buffer, count: len) ?? -1
+    }
+
+    override var hasSpaceAvailable: Bool { pipe.count < pipe.capacity && pipe.error == nil }
+    override var streamStatus: Stream.Status { status.withLock { $0 } }
+    override var streamError: (any Error)? { pipe.error }
+    override var delegate: (any StreamDelegate)? {
+        get { events.delegate }
+        set { events.delegate = newValue }
+    }
+    override func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        events.schedule(in: aRunLoop, forMode: mode)
+    }
+    override func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) { events.remove(from: aRunLoop) }
+
+    deinit { pipe.end() }
+}
+
+/// The stream a session's delegate receives for a peer's stream. Open it, then read: `read` blocks until
+/// bytes arrive and returns 0 at the end; at most 1 MiB is read ahead of the application.
+final class MCInputStream: InputStream {
+    private let pipe = StreamPipe()
+    private let events = StreamEvents()
+    private let status = SharedStatus()
+    private let stream: PeerStream
+
+    init(_ stream: PeerStream) {
+        self.stream = stream
+        super.init(data: Data())
+        events.attach(self)
+    }
+
+    override func open() {
+        let opened = status.withLock { status -> Bool in
+            guard status == .notOpen else { return false }
+            status = .open
+            return true
+        }
+        guard opened else { return }
+        events.post(.openCompleted)
+        let pipe = pipe
+        let events = events
+        let status = status
+        let stream = stream
+        Task {
+            var chunk: [UInt8] = []
+            do {
+                while await pipe.waitForRoom(below: pipe.capacity / 2) {
+                    guard try await stream.read(into: &chunk, maximumCount: pipe.capacity / 2) > 0 else { break }
+                    pipe.append(chunk)
+                    events.post(.hasBytesAvailable)
+                }
+                pipe.end()
+                events.post(.endEncountered)
+            } catch {
+                pipe.fail(MCError(.notConnected, reason: "the peer's stream ended: \(error)"))
+                status.withLock { $0 = .error }
+                events.post(.errorOccurred)
+            }
+        }
+    }
+
+    override func close() {
+        status.withLock { if $0 != .error { $0 = .closed } }
+        if !pipe.isEnded { stream.reset() }
+        pipe.end()
+    }
+
+    override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+        guard len > 0 else { return 0 }
+        guard status.withLock({ $0 == .open || $0 == .atEnd }) else { return -1 }
+        guard let count = pipe.read(buffer, count: len) else { return -1 }
+        if count == 0 { status.withLock { if $0 == .open { $0 = .atEnd } } }
+        return count
+    }
+
+    override var hasBytesAvailable: Bool { pipe.count > 0 }
+    override var streamStatus: Stream.Status { status.withLock { $0 } }
+    override var streamError: (any Error)? { pipe.error }
+    override var delegate: (any StreamDelegate)? {
+        get { events.delegate }
+        set { events.delegate = newValue }
+    }
+    override func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        events.schedule(in: aRunLoop, forMode: mode)
+    }
+    override func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) { events.remove(from: aRunLoop) }
+    override func getBuffer(
+        _ buffer: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, length len: UnsafeMutablePointer<Int>
+    ) -> Bool { false }
+
+    deinit {
+        if !pipe.isEnded { stream.reset() }
+        pipe.end()
+    }
+}
