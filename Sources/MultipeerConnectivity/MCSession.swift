@@ -317,11 +317,14 @@ open class MCSession: NSObject, @unchecked Sendable {
     @discardableResult
     open func sendResource(
         at resourceURL: URL, withName resourceName: String, toPeer peerID: MCPeerID,
-        withCompletionHandler completionHandler: (@Sendable ((any Error)?) -> Void)? = nil
+        withCompletionHandler completionHandler: (((any Error)?) -> Void)? = nil
     ) -> Progress? {
         let calls = calls
+        nonisolated(unsafe) let completionHandler = completionHandler
         let complete: @Sendable ((any Error)?) -> Void = { error in
-            if let completionHandler { calls.post { completionHandler(error) } }
+            guard let handler = completionHandler else { return }
+            nonisolated(unsafe) let unsafeHandler = handler
+            calls.post { unsafeHandler(error) }
         }
         let scheme = resourceURL.scheme?.lowercased()
         guard resourceURL.isFileURL || scheme == "http" || scheme == "https" else {
@@ -376,6 +379,56 @@ open class MCSession: NSObject, @unchecked Sendable {
             return state.native
         }
         Task { try? await old.value.disconnect() }
+    }
+
+    // MARK: Custom discovery
+
+    /// Data for `peerID` to connect to this session without the browser and advertiser (Apple's custom
+    /// discovery): this side's identity, where the session listens, and a one-time ticket for that peer only.
+    /// Carry it to the peer any way you like; it passes it to ``connectPeer(_:withNearbyConnectionData:)``.
+    /// The handler runs on the session's queue.
+    open func nearbyConnectionData(
+        forPeer peerID: MCPeerID, withCompletionHandler completionHandler: @escaping (Data?, (any Error)?) -> Void
+    ) {
+        nonisolated(unsafe) let completionHandler = completionHandler
+        let calls = calls
+        Task { [weak self] in
+            do {
+                let data = try await self?.nearbyConnectionData(forPeer: peerID)
+                calls.post { completionHandler(data, data == nil ? MCError(.cancelled, reason: "the session is gone") : nil) }
+            } catch {
+                calls.post { completionHandler(nil, error) }
+            }
+        }
+    }
+
+    /// Data for `peerID` to connect to this session without discovery (see the completion-handler form).
+    open func nearbyConnectionData(forPeer peerID: MCPeerID) async throws -> Data {
+        do {
+            return Data(try await nativeSession().connectionData(for: peerID.nativePeer))
+        } catch let error as SessionError {
+            throw MCError(error)
+        }
+    }
+
+    /// Connects to `peerID` with the data its session gave (both sides call this with the other's data). The
+    /// outcome shows as the peer's state, as with invitations; ``disconnectReason(for:)`` says why it failed.
+    open func connectPeer(_ peerID: MCPeerID, withNearbyConnectionData data: Data) {
+        let peer = peerID.nativePeer
+        let bytes = [UInt8](data)
+        Task { [weak self] in
+            guard let session = try? await self?.nativeSession() else { return }
+            _ = await session.connect(peer, connectionData: bytes)
+        }
+    }
+
+    /// Stops connecting to `peerID` (withdraws this side's tickets for it and stops waiting for it).
+    open func cancelConnectPeer(_ peerID: MCPeerID) {
+        let peer = peerID.nativePeer
+        Task { [weak self] in
+            guard let session = try? await self?.nativeSession() else { return }
+            await session.cancelConnect(peer)
+        }
     }
 
     /// Why `peerID` last went `.notConnected` (an addition: declined, timed out, unreachable, refused for

@@ -220,6 +220,61 @@ struct MCFacadeTests {
     }
 }
 
+extension MCFacadeTests {
+    /// Apple's custom discovery: each side archives its peer ID and sends it, asks its session for connection
+    /// data for the other, sends that, and both call connectPeer; no browser, no advertiser.
+    @Test func customDiscoveryConnectsTwoSessionsWithArchivedPeerIDsAndConnectionData() async throws {
+        let alice = MCPeerID(displayName: "Alice")
+        let bob = MCPeerID(displayName: "Bob")
+        let aliceSession = MCSession(peer: alice)
+        let bobSession = MCSession(peer: bob)
+        let aliceLog = Recorder("Alice")
+        let bobLog = Recorder("Bob")
+        aliceSession.delegate = aliceLog
+        bobSession.delegate = bobLog
+        defer {
+            aliceSession.disconnect()
+            bobSession.disconnect()
+        }
+        // What each side receives from the other "out of band".
+        let bobAsAliceSeesHim = try #require(
+            try NSKeyedUnarchiver.unarchivedObject(
+                ofClass: MCPeerID.self,
+                from: try NSKeyedArchiver.archivedData(withRootObject: bob, requiringSecureCoding: true)))
+        let aliceAsBobSeesHer = try #require(
+            try NSKeyedUnarchiver.unarchivedObject(
+                ofClass: MCPeerID.self,
+                from: try NSKeyedArchiver.archivedData(withRootObject: alice, requiringSecureCoding: true)))
+        let forBob = try await aliceSession.nearbyConnectionData(forPeer: bobAsAliceSeesHim)
+        let forAlice = await withCheckedContinuation { (continuation: CheckedContinuation<Data?, Never>) in
+            bobSession.nearbyConnectionData(forPeer: aliceAsBobSeesHer) { data, _ in continuation.resume(returning: data) }
+        }
+        let bobData = try #require(forAlice)
+        aliceSession.connectPeer(bobAsAliceSeesHim, withNearbyConnectionData: bobData)
+        bobSession.connectPeer(aliceAsBobSeesHer, withNearbyConnectionData: forBob)
+        #expect(await eventually { aliceSession.connectedPeers == [bob] && bobSession.connectedPeers == [alice] })
+        try aliceSession.send(Data("over custom discovery".utf8), toPeers: [bob], with: .reliable)
+        #expect(await eventually { bobLog.snapshot().data.first?.1 == Data("over custom discovery".utf8) })
+        // Data meant for someone else is refused, with the reason.
+        // Carol's fingerprint is below Alice's, so Carol dials (and presents the ticket Alice issued for Bob).
+        var carol = MCPeerID(displayName: "Carol")
+        while !carol.fingerprint.bytes.lexicographicallyPrecedes(alice.fingerprint.bytes) {
+            carol = MCPeerID(displayName: "Carol")
+        }
+        let carolSession = MCSession(peer: carol)
+        let carolLog = Recorder("Carol")
+        carolSession.delegate = carolLog
+        defer { carolSession.disconnect() }
+        carolSession.connectPeer(aliceAsBobSeesHer, withNearbyConnectionData: forBob)
+        #expect(await eventually { carolSession.disconnectReason(for: alice) != nil })
+        guard case .security(let reason) = carolSession.disconnectReason(for: alice) else {
+            Issue.record("expected a refusal, got \(String(describing: carolSession.disconnectReason(for: alice)))")
+            return
+        }
+        #expect(reason.contains("connection ticket"), "\(reason)")  // used up by Bob already
+    }
+}
+
 extension Recorder {
     /// A completion handler's result.
     final class Completion: @unchecked Sendable {

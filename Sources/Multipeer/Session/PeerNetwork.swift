@@ -195,6 +195,15 @@ public actor PeerNetwork {
         switch message {
         case .invite(let id, let timeout, let serviceType, let context, let encryption):
             link.linkID = id
+            if serviceType == SessionWire.directServiceType {
+                for session in sessions.values where await session.holdsTicket(context) {
+                    return await session.acceptDirect(
+                        link, id: id, context: context, timeoutMilliseconds: timeout, encryption: encryption,
+                        listener: key)
+                }
+                link.send(.inviteAnswer(id: id, answer: .refused, reason: "no session here issued this connection ticket"))
+                return link.close("unknown connection ticket")
+            }
             guard let advertiser = advertisers[AdvertiserKey(listener: key, serviceType: serviceType)] else {
                 link.send(.inviteAnswer(id: id, answer: .refused, reason: "nobody here advertises \(serviceType)"))
                 return link.close("no advertiser for \(serviceType)")

@@ -55,6 +55,10 @@ public actor Session {
     /// Links being dialed for a join, so disconnecting can close them.
     private var joinLinks: [PeerFingerprint: Link] = [:]
     private var isDisconnected = false
+    /// Connection tickets this session issued (``connectionData(for:)``), each for one peer, used once.
+    private var tickets: [[UInt8]: PeerFingerprint] = [:]
+    /// Peers this side waits for after ``connect(_:connectionData:timeout:)`` (the lower fingerprint dials).
+    private var directWaiters: [PeerFingerprint: (continuation: CheckedContinuation<InvitationOutcome, Never>, timer: SessionTimer)] = [:]
     /// The last failed invitation per peer, until the peer becomes a member (bounded by the peers invited).
     private var failedInvitations: [PeerFingerprint: InvitationOutcome] = [:]
 
@@ -1131,6 +1135,139 @@ public actor Session {
         }
     }
 
+    // MARK: Connecting without discovery (Apple's nearbyConnectionData and connectPeer)
+
+    /// The most tickets a session holds; issuing more forgets the oldest.
+    static let ticketLimit = 64
+
+    /// Data for `peer` to connect to this session without discovery (Apple's `nearbyConnectionData`): this
+    /// peer's fingerprint and name, where the session listens, and a ticket for `peer` only, good once. Carry it
+    /// to `peer` any way you like (it holds no secret beyond the ticket, which only `peer` can use); both sides
+    /// then call ``connect(_:connectionData:timeout:)`` with what the other gave them.
+    /// - Throws: ``SessionError`` `cancelled` once the session is disconnected.
+    public func connectionData(for peer: Peer) throws(SessionError) -> [UInt8] {
+        guard !isDisconnected else { throw SessionError(.cancelled, "the session was disconnected") }
+        if tickets.count >= Self.ticketLimit, let oldest = tickets.keys.first { tickets[oldest] = nil }
+        let ticket = SecureRandom.bytes(ConnectionData.ticketLength)
+        tickets[ticket] = peer.claimedFingerprint
+        return ConnectionData(
+            fingerprint: identity.fingerprint, displayName: identity.displayName, ticket: ticket,
+            addresses: ownAddresses()
+        ).encoded
+    }
+
+    /// Connects to `peer` with the connection data it gave this side (Apple's `connectPeer(_:withNearbyConnectionData:)`).
+    /// Both sides call it; the one with the lower fingerprint dials the other's addresses and presents the
+    /// other's ticket, the other waits for it. Security is as for invitations: identities are proven with TLS,
+    /// the verification hook is asked, and encryption preferences must agree.
+    /// - Returns: The outcome: accepted, unreachable, refused (a bad ticket, data that names another peer or does
+    ///   not decode, security), or timed out (the other side did not connect within `timeout`; zero or less
+    ///   means 30 s).
+    public func connect(_ peer: Peer, connectionData: [UInt8], timeout: Duration = .seconds(30)) async
+        -> InvitationOutcome
+    {
+        let data: ConnectionData
+        do {
+            data = try ConnectionData(decoding: connectionData)
+        } catch {
+            return .refused(reason: error.description)
+        }
+        guard data.fingerprint == peer.claimedFingerprint else {
+            return .refused(reason: "the connection data is \(data.displayName)'s, not \(peer.displayName)'s")
+        }
+        let fp = data.fingerprint
+        if members[fp] != nil { return .accepted }
+        let timeout = timeout <= .zero ? Duration.seconds(30) : timeout
+        let named = Peer(identity: .advertised(fp), displayName: data.displayName)
+        if identity.fingerprint.bytes.lexicographicallyPrecedes(fp.bytes) {
+            return await invite(
+                named, addresses: data.addresses, serviceType: SessionWire.directServiceType, context: data.ticket,
+                timeout: timeout)
+        }
+        guard directWaiters[fp] == nil else { return .refused(reason: "already waiting for \(data.displayName)") }
+        report(named, .connecting, "waiting for \(data.displayName) to connect")
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<InvitationOutcome, Never>) in
+            let timer = SessionTimer(after: timeout, on: network.loop) { [weak self] in
+                Task { await self?.stopWaiting(for: fp, .timedOut) }
+            }
+            directWaiters[fp] = (continuation, timer)
+        }
+        if outcome != .accepted, members[fp] == nil {
+            failedInvitations[fp] = outcome
+            report(named, .notConnected, outcome.description)
+        }
+        return outcome
+    }
+
+    /// Withdraws this session's tickets for `peer` and stops waiting for it (Apple's `cancelConnectPeer`); a
+    /// dial already under way ends as it ends.
+    public func cancelConnect(_ peer: Peer) {
+        let fp = peer.claimedFingerprint
+        tickets = tickets.filter { $0.value != fp }
+        stopWaiting(for: fp, .refused(reason: "cancelled by this side"))
+    }
+
+    private func stopWaiting(for fp: PeerFingerprint, _ outcome: InvitationOutcome) {
+        guard let waiter = directWaiters.removeValue(forKey: fp) else { return }
+        waiter.timer.cancel()
+        waiter.continuation.resume(returning: outcome)
+    }
+
+    /// Whether this session issued `ticket` and has not seen it used.
+    func holdsTicket(_ ticket: [UInt8]) -> Bool { !isDisconnected && tickets[ticket] != nil }
+
+    /// A peer presents a ticket this session issued: admitted as by an accepted invitation, if it is the peer the
+    /// ticket was issued for (the ticket is used up either way).
+    func acceptDirect(
+        _ link: Link, id: [UInt8], context ticket: [UInt8], timeoutMilliseconds: UInt32,
+        encryption: EncryptionPreference, listener: PeerNetwork.ListenerKey
+    ) async {
+        guard let intended = tickets.removeValue(forKey: ticket) else {
+            link.send(.inviteAnswer(id: id, answer: .refused, reason: "this connection ticket is not (or no longer) valid"))
+            return link.close("unknown connection ticket")
+        }
+        guard link.fingerprint == intended else {
+            link.send(.inviteAnswer(id: id, answer: .refused, reason: "this connection ticket was issued to another peer"))
+            return link.close("connection ticket of another peer")
+        }
+        let invitation = Invitation(
+            link: link, id: id, context: [],
+            timeout: .milliseconds(Int64(timeoutMilliseconds)), serviceType: SessionWire.directServiceType,
+            listener: listener, inviterEncryption: encryption, onEnd: {})
+        do {
+            try await invitation.accept(into: self)
+        } catch {
+            stopWaiting(for: intended, .refused(reason: error.reason))
+        }
+    }
+
+    /// Where this session can be reached: its listener's specific addresses, or for a wildcard listener the
+    /// addresses of the interfaces discovery uses (loopback last; IPv6 link-local left out, as it needs a scope).
+    private func ownAddresses() -> [SocketAddress] {
+        let configuration = network.configuration
+        var addresses: [IPAddress] = configuration.listenAddresses.filter {
+            $0 != .v4(IPv4Address(0, 0, 0, 0)) && $0 != .v6(IPv6Address("::")!)
+        }
+        let wildcardV4 = configuration.listenAddresses.contains(.v4(IPv4Address(0, 0, 0, 0)))
+        let wildcardV6 = configuration.listenAddresses.contains(.v6(IPv6Address("::")!))
+        if wildcardV4 || wildcardV6, let interfaces = try? NetworkInterfaces.current() {
+            var loopback: [IPAddress] = []
+            for interface in interfaces where interface.isUp {
+                if case .named(let names) = configuration.discovery.interfaces, !names.contains(interface.name) {
+                    continue
+                }
+                for entry in interface.addresses {
+                    let address = entry.address
+                    if case .v4 = address, !wildcardV4 { continue }
+                    if case .v6 = address, !wildcardV6 || address.isLinkLocal { continue }
+                    if address.isLoopback { loopback.append(address) } else { addresses.append(address) }
+                }
+            }
+            addresses += loopback
+        }
+        return addresses.prefix(ConnectionData.maximumAddresses).map { SocketAddress($0, port: listenPort) }
+    }
+
     // MARK: Rules
 
     private func report(_ peer: Peer, _ state: PeerState, _ reason: String) {
@@ -1139,7 +1276,14 @@ public actor Session {
         if state != .notConnected, previous == state { return }
         if state == .notConnected, previous == nil { return }
         states[fp] = state == .notConnected ? nil : (peer, state)
-        if state == .connected { failedInvitations[fp] = nil }
+        if state == .connected {
+            failedInvitations[fp] = nil
+            if !tickets.isEmpty { tickets = tickets.filter { $0.value != fp } }  // used, or no longer needed
+            if let waiter = directWaiters.removeValue(forKey: fp) {
+                waiter.timer.cancel()
+                waiter.continuation.resume(returning: .accepted)
+            }
+        }
         if case .dropped = eventSink.yield(.peerChanged(peer, state, reason: reason)) {
             dropped.add()
         }

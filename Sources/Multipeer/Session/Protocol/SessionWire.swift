@@ -102,6 +102,10 @@ enum SessionWire {
         case resourceResume(id: [UInt8], have: UInt64)
     }
 
+    /// The service type of an invitation that presents a connection ticket (``ConnectionData``) instead of
+    /// being found by discovery; no DNS-SD service type can have it.
+    static let directServiceType = "mp.direct"
+
     static let idLength = 16
     static let secretLength = 32
     static let proofLength = 32
@@ -354,18 +358,24 @@ enum SessionWire {
 
     struct Reader {
         let data: [UInt8]
-        let kind: Kind
+        /// What is read, for errors: `session message invite`.
+        let what: String
         var offset = 0
 
         init(_ data: [UInt8], kind: Kind) {
             self.data = data
-            self.kind = kind
+            what = "session message \(kind)"
+        }
+
+        init(_ data: [UInt8], what: String) {
+            self.data = data
+            self.what = what
         }
 
         var isAtEnd: Bool { offset == data.count }
         var remaining: Int { data.count - offset }
 
-        func error(_ what: String) -> SessionWireError { SessionWireError("session message \(kind): \(what)") }
+        func error(_ problem: String) -> SessionWireError { SessionWireError("\(what): \(problem)") }
 
         mutating func take(_ n: Int, _ field: String) throws(SessionWireError) -> ArraySlice<UInt8> {
             guard remaining >= n else { throw error("\(field) runs past the end of the body") }
