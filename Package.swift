@@ -29,6 +29,20 @@ let package = Package(
         // Apple's MultipeerConnectivity API on the native one (a facade: no engine logic).
         .target(
             name: "MultipeerConnectivity", dependencies: ["Multipeer", "MulticastDNS"], swiftSettings: strict),
+        // The classic tutorial apps with their UI replaced by lines, as apps written for Apple's platforms are
+        // (Swift 5 language mode); the end-to-end tests run them across namespaces.
+        .executableTarget(
+            name: "ConnectedColors", dependencies: ["MultipeerConnectivity"], path: "Examples/ConnectedColors",
+            swiftSettings: [.swiftLanguageMode(.v5)]),
+        .executableTarget(
+            name: "PeerLists", dependencies: ["MultipeerConnectivity"], path: "Examples/PeerLists",
+            swiftSettings: [.swiftLanguageMode(.v5)]),
+        .executableTarget(
+            name: "DataSession", dependencies: ["MultipeerConnectivity"], path: "Examples/DataSession",
+            swiftSettings: [.swiftLanguageMode(.v5)]),
+        .executableTarget(
+            name: "Chat", dependencies: ["MultipeerConnectivity"], path: "Examples/Chat",
+            swiftSettings: [.swiftLanguageMode(.v5)]),
         .executableTarget(
             name: "multipeer", dependencies: ["MulticastDNS", "MultipeerIO", "Multipeer"], swiftSettings: strict),
         // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
@@ -49,7 +63,10 @@ let package = Package(
             name: "MultipeerConnectivityTests", dependencies: ["MultipeerConnectivity", "Multipeer"],
             swiftSettings: strict),
         .testTarget(
-            name: "EndToEndTests", dependencies: ["NetLab", "multipeer", "MulticastDNS"],
+            name: "EndToEndTests",
+            dependencies: [
+                "NetLab", "multipeer", "MulticastDNS", "ConnectedColors", "PeerLists", "DataSession", "Chat",
+            ],
             swiftSettings: strict),
     ]
 )

@@ -395,7 +395,9 @@ open class MCSession: NSObject, @unchecked Sendable {
         Task { [weak self] in
             do {
                 let data = try await self?.nearbyConnectionData(forPeer: peerID)
-                calls.post { completionHandler(data, data == nil ? MCError(.cancelled, reason: "the session is gone") : nil) }
+                calls.post {
+                    completionHandler(data, data == nil ? MCError(.cancelled, reason: "the session is gone") : nil)
+                }
             } catch {
                 calls.post { completionHandler(nil, error) }
             }

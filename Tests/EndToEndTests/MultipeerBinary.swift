@@ -21,6 +21,17 @@ enum MultipeerBinary {
         return path
     }
 
+    /// Another executable of the package (the tutorial examples), found the same way.
+    static func require(named name: String) throws -> String {
+        let places = candidates(name)
+        guard let path = places.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw MissingBinary(
+                message: "the `\(name)` executable was not found (looked in: \(places.joined(separator: ", "))); "
+                    + "build it with `swift build --product \(name)`")
+        }
+        return path
+    }
+
     /// Why the discovery commands (`advertise`, `browse`) cannot be tested with the built binary, or nil.
     ///
     /// The binary's `--help` must mention both commands. It runs in a fresh, empty network namespace
@@ -40,20 +51,22 @@ enum MultipeerBinary {
         return nil
     }()
 
-    private static func candidates() -> [String] {
+    private static func candidates(_ name: String = "multipeer") -> [String] {
         var result: [String] = []
-        if let explicit = ProcessInfo.processInfo.environment["MULTIPEER_BINARY"] { result.append(explicit) }
+        if name == "multipeer", let explicit = ProcessInfo.processInfo.environment["MULTIPEER_BINARY"] {
+            result.append(explicit)
+        }
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        result.append(executable.deletingLastPathComponent().appendingPathComponent("multipeer").path)
+        result.append(executable.deletingLastPathComponent().appendingPathComponent(name).path)
         if let bundle = Bundle.main.executableURL {
-            result.append(bundle.deletingLastPathComponent().appendingPathComponent("multipeer").path)
+            result.append(bundle.deletingLastPathComponent().appendingPathComponent(name).path)
         }
         let build = Repository.root.appendingPathComponent(".build")
         for configuration in ["debug", "release"] {
-            result.append(build.appendingPathComponent("\(configuration)/multipeer").path)
+            result.append(build.appendingPathComponent("\(configuration)/\(name)").path)
             let triples = (try? FileManager.default.contentsOfDirectory(atPath: build.path)) ?? []
             for triple in triples.sorted() where triple.contains("-") {
-                result.append(build.appendingPathComponent("\(triple)/\(configuration)/multipeer").path)
+                result.append(build.appendingPathComponent("\(triple)/\(configuration)/\(name)").path)
             }
         }
         var seen = Set<String>()

@@ -247,7 +247,9 @@ extension MCFacadeTests {
                 from: try NSKeyedArchiver.archivedData(withRootObject: alice, requiringSecureCoding: true)))
         let forBob = try await aliceSession.nearbyConnectionData(forPeer: bobAsAliceSeesHim)
         let forAlice = await withCheckedContinuation { (continuation: CheckedContinuation<Data?, Never>) in
-            bobSession.nearbyConnectionData(forPeer: aliceAsBobSeesHer) { data, _ in continuation.resume(returning: data) }
+            bobSession.nearbyConnectionData(forPeer: aliceAsBobSeesHer) { data, _ in
+                continuation.resume(returning: data)
+            }
         }
         let bobData = try #require(forAlice)
         aliceSession.connectPeer(bobAsAliceSeesHim, withNearbyConnectionData: bobData)

@@ -15,7 +15,8 @@ struct SessionDirectTests {
         let forAlice = try await bob.session.connectionData(for: alice.peer)
         let decoded = try ConnectionData(decoding: forBob)
         #expect(decoded.fingerprint == alice.identity.fingerprint && decoded.displayName == "Alice")
-        #expect(decoded.addresses.allSatisfy { $0.address == .v4(IPv4Address(127, 0, 0, 1)) } && !decoded.addresses.isEmpty)
+        #expect(
+            decoded.addresses.allSatisfy { $0.address == .v4(IPv4Address(127, 0, 0, 1)) } && !decoded.addresses.isEmpty)
         async let a = alice.session.connect(bob.peer, connectionData: forAlice, timeout: .seconds(10))
         async let b = bob.session.connect(alice.peer, connectionData: forBob, timeout: .seconds(10))
         #expect(await a == .accepted)
@@ -68,7 +69,8 @@ struct SessionDirectTests {
         let (waiter, other) = lower ? (bob, alice) : (alice, bob)
         let data = try await other.session.connectionData(for: waiter.peer)
         // The higher fingerprint waits for the other to dial; here it never does.
-        #expect(await waiter.session.connect(other.peer, connectionData: data, timeout: .milliseconds(300)) == .timedOut)
+        #expect(
+            await waiter.session.connect(other.peer, connectionData: data, timeout: .milliseconds(300)) == .timedOut)
         #expect(await waiter.session.invitationOutcome(for: other.peer) == .timedOut)
         let waiting = Task { await waiter.session.connect(other.peer, connectionData: data, timeout: .seconds(30)) }
         try await Task.sleep(for: .milliseconds(100))

@@ -201,7 +201,8 @@ public actor PeerNetwork {
                         link, id: id, context: context, timeoutMilliseconds: timeout, encryption: encryption,
                         listener: key)
                 }
-                link.send(.inviteAnswer(id: id, answer: .refused, reason: "no session here issued this connection ticket"))
+                link.send(
+                    .inviteAnswer(id: id, answer: .refused, reason: "no session here issued this connection ticket"))
                 return link.close("unknown connection ticket")
             }
             guard let advertiser = advertisers[AdvertiserKey(listener: key, serviceType: serviceType)] else {

@@ -58,7 +58,8 @@ public actor Session {
     /// Connection tickets this session issued (``connectionData(for:)``), each for one peer, used once.
     private var tickets: [[UInt8]: PeerFingerprint] = [:]
     /// Peers this side waits for after ``connect(_:connectionData:timeout:)`` (the lower fingerprint dials).
-    private var directWaiters: [PeerFingerprint: (continuation: CheckedContinuation<InvitationOutcome, Never>, timer: SessionTimer)] = [:]
+    private var directWaiters:
+        [PeerFingerprint: (continuation: CheckedContinuation<InvitationOutcome, Never>, timer: SessionTimer)] = [:]
     /// The last failed invitation per peer, until the peer becomes a member (bounded by the peers invited).
     private var failedInvitations: [PeerFingerprint: InvitationOutcome] = [:]
 
@@ -1223,11 +1224,13 @@ public actor Session {
         encryption: EncryptionPreference, listener: PeerNetwork.ListenerKey
     ) async {
         guard let intended = tickets.removeValue(forKey: ticket) else {
-            link.send(.inviteAnswer(id: id, answer: .refused, reason: "this connection ticket is not (or no longer) valid"))
+            link.send(
+                .inviteAnswer(id: id, answer: .refused, reason: "this connection ticket is not (or no longer) valid"))
             return link.close("unknown connection ticket")
         }
         guard link.fingerprint == intended else {
-            link.send(.inviteAnswer(id: id, answer: .refused, reason: "this connection ticket was issued to another peer"))
+            link.send(
+                .inviteAnswer(id: id, answer: .refused, reason: "this connection ticket was issued to another peer"))
             return link.close("connection ticket of another peer")
         }
         let invitation = Invitation(
