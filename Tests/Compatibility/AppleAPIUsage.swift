@@ -135,7 +135,9 @@ final class EveryMember: NSObject, MCSessionDelegate, MCNearbyServiceAdvertiserD
         _ = String(data: data, encoding: .utf8)
     }
 
-    func session(_ session: MCSession, didReceive stream: InputStream, withName streamName: String, fromPeer peerID: MCPeerID) {
+    func session(
+        _ session: MCSession, didReceive stream: InputStream, withName streamName: String, fromPeer peerID: MCPeerID
+    ) {
         stream.delegate = self
         stream.schedule(in: RunLoop.current, forMode: .default)
         stream.open()
@@ -180,7 +182,9 @@ final class EveryMember: NSObject, MCSessionDelegate, MCNearbyServiceAdvertiserD
 
     // MARK: MCNearbyServiceBrowserDelegate
 
-    func browser(_ browser: MCNearbyServiceBrowser, foundPeer peerID: MCPeerID, withDiscoveryInfo info: [String: String]?) {
+    func browser(
+        _ browser: MCNearbyServiceBrowser, foundPeer peerID: MCPeerID, withDiscoveryInfo info: [String: String]?
+    ) {
         browser.invitePeer(peerID, to: session, withContext: nil, timeout: 10)
     }
 
@@ -207,7 +211,9 @@ final class EveryMember: NSObject, MCSessionDelegate, MCNearbyServiceAdvertiserD
 final class RequiredOnly: NSObject, MCSessionDelegate {
     func session(_ session: MCSession, peer peerID: MCPeerID, didChange state: MCSessionState) {}
     func session(_ session: MCSession, didReceive data: Data, fromPeer peerID: MCPeerID) {}
-    func session(_ session: MCSession, didReceive stream: InputStream, withName streamName: String, fromPeer peerID: MCPeerID) {}
+    func session(
+        _ session: MCSession, didReceive stream: InputStream, withName streamName: String, fromPeer peerID: MCPeerID
+    ) {}
     func session(
         _ session: MCSession, didStartReceivingResourceWithName resourceName: String, fromPeer peerID: MCPeerID,
         with progress: Progress
