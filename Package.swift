@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "MulticastDNS", targets: ["MulticastDNS"]),
         .library(name: "Multipeer", targets: ["Multipeer"]),
         .library(name: "MultipeerConnectivity", targets: ["MultipeerConnectivity"]),
+        .library(name: "PeerConnectivity", targets: ["PeerConnectivity"]),
         .executable(name: "multipeer", targets: ["multipeer"]),
         .executable(name: "multipeer-bench", targets: ["MultipeerBenchmarks"]),
         .executable(name: "mdns-fuzz", targets: ["MDNSFuzz"]),
@@ -29,6 +30,8 @@ let package = Package(
         // Apple's MultipeerConnectivity API on the native one (a facade: no engine logic).
         .target(
             name: "MultipeerConnectivity", dependencies: ["Multipeer", "MulticastDNS"], swiftSettings: strict),
+        // The PeerConnectivity library's API on the MultipeerConnectivity facade (a facade: no engine logic).
+        .target(name: "PeerConnectivity", dependencies: ["MultipeerConnectivity"], swiftSettings: strict),
         // The classic tutorial apps with their UI replaced by lines, as apps written for Apple's platforms are
         // (Swift 5 language mode); the end-to-end tests run them across namespaces.
         .executableTarget(
@@ -42,6 +45,10 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]),
         .executableTarget(
             name: "Chat", dependencies: ["MultipeerConnectivity"], path: "Examples/Chat",
+            swiftSettings: [.swiftLanguageMode(.v5)]),
+        // The PeerConnectivity README's usage as a program.
+        .executableTarget(
+            name: "PeerConnectivityDemo", dependencies: ["PeerConnectivity"], path: "Examples/PeerConnectivityDemo",
             swiftSettings: [.swiftLanguageMode(.v5)]),
         .executableTarget(
             name: "multipeer", dependencies: ["MulticastDNS", "MultipeerIO", "Multipeer"], swiftSettings: strict),
@@ -60,12 +67,13 @@ let package = Package(
         .testTarget(
             name: "MultipeerTests", dependencies: ["Multipeer", "MultipeerIO", "COpenSSL"], swiftSettings: strict),
         .testTarget(
-            name: "MultipeerConnectivityTests", dependencies: ["MultipeerConnectivity", "Multipeer"],
+            name: "MultipeerConnectivityTests", dependencies: ["MultipeerConnectivity", "PeerConnectivity", "Multipeer"],
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
                 "NetLab", "multipeer", "MulticastDNS", "ConnectedColors", "PeerLists", "DataSession", "Chat",
+                "PeerConnectivityDemo",
             ],
             swiftSettings: strict),
     ]

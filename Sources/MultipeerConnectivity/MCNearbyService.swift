@@ -74,17 +74,26 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
     private let delegateBox = WeakDelegate<any MCNearbyServiceAdvertiserDelegate>()
     let calls: DelegateQueue
     private let running = Mutex<Task<PeerAdvertiser?, Never>?>(nil)
+    private let groupSecret: GroupSecret?
 
     /// An advertiser for `myPeerID` (made on this device). Stops with the rule broken for an invalid service
     /// type (1-15 lowercase letters, digits and hyphens, at least one letter, no hyphen at either end or
     /// twice in a row), as Apple raises.
-    public init(peer myPeerID: MCPeerID, discoveryInfo info: [String: String]?, serviceType: String) {
+    public convenience init(peer myPeerID: MCPeerID, discoveryInfo info: [String: String]?, serviceType: String) {
+        self.init(peer: myPeerID, discoveryInfo: info, serviceType: serviceType, groupSecret: nil)
+    }
+
+    /// An advertiser whose inviters must prove `groupSecret` (an addition, for sessions made with the same secret).
+    public init(
+        peer myPeerID: MCPeerID, discoveryInfo info: [String: String]?, serviceType: String, groupSecret: Data?
+    ) {
         guard myPeerID.identity != nil else {
             invalidArgument("MCNearbyServiceAdvertiser: \(myPeerID) was not made on this device")
         }
         self.myPeerID = myPeerID
         discoveryInfo = info
         self.serviceType = validServiceType(serviceType, in: "MCNearbyServiceAdvertiser")
+        self.groupSecret = groupSecret.map { MCSession.groupSecret($0, for: "MCNearbyServiceAdvertiser") }
         calls = DelegateQueue(label: "MCNearbyServiceAdvertiser.delegate")
         super.init()
     }
@@ -98,6 +107,7 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
         let identity = myPeerID.identity!
         let info = discoveryInfo ?? [:]
         let serviceType = serviceType
+        let groupSecret = groupSecret
         running.withLock { running in
             guard running == nil else { return }
             running = Task { [weak self] () -> PeerAdvertiser? in
@@ -106,7 +116,7 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
                     // connection against that session's preference (`.required` refuses a plaintext inviter).
                     let advertiser = try await PeerAdvertiser(
                         serviceType: serviceType, identity: identity, discoveryInfo: info, encryption: .optional,
-                        network: try MCNetwork.shared())
+                        groupSecret: groupSecret, network: try MCNetwork.shared())
                     Task { [weak self] in
                         for await invitation in advertiser.invitations {
                             guard let self else { return invitation.decline(reason: "the advertiser is gone") }

@@ -63,6 +63,8 @@ open class MCSession: NSObject, @unchecked Sendable {
     public let encryptionPreference: MCEncryptionPreference
     /// The most peers in the session, this side included (an addition; Apple's is fixed at 8).
     public let maximumNumberOfPeers: Int
+    /// The group secret members prove, if any.
+    let groupSecret: GroupSecret?
     /// The most bytes of data waiting to be sent before `send` throws `unavailable` (an addition).
     public static let maximumQueuedBytes = 64 << 20
 
@@ -89,6 +91,8 @@ open class MCSession: NSObject, @unchecked Sendable {
         let data: [UInt8]
         let peers: [Peer]
         let mode: SendMode
+        /// For the sends that report each peer's outcome: called with the peers that did not get the data.
+        var completion: (@Sendable ([Peer: SessionError]) -> Void)?
     }
 
     /// A session that requires encryption (Apple's rule since OS X 10.11 and iOS 9).
@@ -109,11 +113,15 @@ open class MCSession: NSObject, @unchecked Sendable {
             maximumNumberOfPeers: kMCSessionMaximumNumberOfPeers)
     }
 
-    /// A session that may hold more peers than Apple's 8 (an addition).
-    /// - Parameter maximumNumberOfPeers: The most peers, this side included; at least 2.
+    /// A session that may hold more peers than Apple's 8, and whose members prove a shared group secret (both
+    /// additions).
+    /// - Parameters:
+    ///   - maximumNumberOfPeers: The most peers, this side included; at least 2.
+    ///   - groupSecret: A pre-shared key of at least 32 bytes that every member must prove (TLS then required); the
+    ///     advertisers that invite into this session need the same (``MCNearbyServiceAdvertiser/init(peer:discoveryInfo:serviceType:groupSecret:)``).
     public init(
         peer myPeerID: MCPeerID, securityIdentity identity: [Any]?, encryptionPreference: MCEncryptionPreference,
-        maximumNumberOfPeers: Int
+        maximumNumberOfPeers: Int, groupSecret: Data? = nil
     ) {
         guard myPeerID.identity != nil else {
             invalidArgument(
@@ -128,6 +136,10 @@ open class MCSession: NSObject, @unchecked Sendable {
         securityIdentity = identity
         self.encryptionPreference = encryptionPreference
         self.maximumNumberOfPeers = maximumNumberOfPeers
+        self.groupSecret = groupSecret.map { MCSession.groupSecret($0, for: "MCSession") }
+        if self.groupSecret != nil, encryptionPreference == .none {
+            invalidArgument("MCSession: a group secret needs encryption; encryptionPreference .none refuses it")
+        }
         calls = DelegateQueue(label: "MCSession.delegate.\(myPeerID.displayName)")
         let (stream, outbox) = AsyncStream<Outgoing>.makeStream()
         self.outbox = outbox
@@ -139,7 +151,10 @@ open class MCSession: NSObject, @unchecked Sendable {
         Task { [weak self] in
             for await outgoing in stream {
                 if let session = try? await native() {
-                    _ = await session.send(outgoing.data, to: outgoing.peers, mode: outgoing.mode)
+                    await MCSession.deliver(outgoing, on: session)
+                } else {
+                    let gone = SessionError(.cancelled, "the session is gone")
+                    outgoing.completion?(Dictionary(uniqueKeysWithValues: outgoing.peers.map { ($0, gone) }))
                 }
                 self?.state.withLock { $0.queuedBytes -= outgoing.data.count }
             }
@@ -162,6 +177,7 @@ open class MCSession: NSObject, @unchecked Sendable {
         var configuration = SessionConfiguration()
         configuration.encryption = encryptionPreference.native
         configuration.maximumPeers = maximumNumberOfPeers
+        configuration.groupSecret = groupSecret
         configuration.verifyPeer = { [weak self] request in
             guard let self else { return .refuse(reason: "the session is gone") }
             return await self.askCertificate(request)
@@ -287,6 +303,13 @@ open class MCSession: NSObject, @unchecked Sendable {
     /// - Throws: ``MCError`` `notConnected` naming a peer that is not connected; `unavailable` when more than
     ///   ``maximumQueuedBytes`` wait to be sent.
     open func send(_ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode) throws {
+        try enqueue(data, toPeers: peerIDs, with: mode, completion: nil)
+    }
+
+    private func enqueue(
+        _ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode,
+        completion: (@Sendable ([Peer: SessionError]) -> Void)?
+    ) throws {
         let peers = try state.withLock { state throws(MCError) -> [Peer] in
             var peers: [Peer] = []
             for peerID in peerIDs {
@@ -305,9 +328,66 @@ open class MCSession: NSObject, @unchecked Sendable {
         }
         guard !peers.isEmpty else {
             state.withLock { $0.queuedBytes -= data.count }
+            completion?([:])
             return
         }
-        outbox.yield(Outgoing(data: [UInt8](data), peers: peers, mode: mode == .reliable ? .reliable : .unreliable))
+        outbox.yield(
+            Outgoing(
+                data: [UInt8](data), peers: peers, mode: mode == .reliable ? .reliable : .unreliable,
+                completion: completion))
+    }
+
+    /// Sends data with a completion that says, per peer, whether it arrived (an addition: Apple's `send`
+    /// only says it was queued). For `.reliable`, `completionHandler` runs on the session's queue once every
+    /// peer's application has taken the data, with the peers that did not get it and why (empty: all did);
+    /// for `.unreliable`, once the datagrams left, with the peers they could not be sent to.
+    /// - Throws: As ``send(_:toPeers:with:)``.
+    open func send(
+        _ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode,
+        completionHandler: @escaping ([MCPeerID: any Error]) -> Void
+    ) throws {
+        nonisolated(unsafe) let handler = completionHandler
+        let calls = calls
+        try enqueue(data, toPeers: peerIDs, with: mode) { failures in
+            let errors = Dictionary(uniqueKeysWithValues: failures.map { (MCPeerID(peer: $0.key), MCError($0.value) as any Error) })
+            calls.post { handler(errors) }
+        }
+    }
+
+    /// Sends one queued message: in order, and for a send with a completion, waiting for the receipts apart.
+    private static func deliver(_ outgoing: Outgoing, on session: Session) async {
+        guard let completion = outgoing.completion else {
+            _ = await session.send(outgoing.data, to: outgoing.peers, mode: outgoing.mode)
+            return
+        }
+        guard outgoing.mode == .reliable else {
+            let results = await session.send(outgoing.data, to: outgoing.peers, mode: outgoing.mode)
+            var failures: [Peer: SessionError] = [:]
+            for (peer, result) in results { if case .failed(let error) = result { failures[peer] = error } }
+            return completion(failures)
+        }
+        var pending: [PendingDelivery] = []
+        var failures: [Peer: SessionError] = [:]
+        for peer in outgoing.peers {
+            do {
+                pending.append(try await session.sendExpectingReceipt(outgoing.data, to: peer))
+            } catch {
+                failures[peer] = error
+            }
+        }
+        let queued = pending
+        let early = failures
+        Task {
+            var failures = early
+            for delivery in queued {
+                do throws(SessionError) {
+                    try await delivery.delivered()
+                } catch {
+                    failures[delivery.peer] = error
+                }
+            }
+            completion(failures)
+        }
     }
 
     /// Sends a file (`file:` URL) or a download (`http`/`https` URL) to a peer, which receives it verified by
@@ -379,6 +459,15 @@ open class MCSession: NSObject, @unchecked Sendable {
             return state.native
         }
         Task { try? await old.value.disconnect() }
+    }
+
+    /// The native group secret for `data`, or a fatal error naming the rule (as for other invalid arguments).
+    static func groupSecret(_ data: Data, for caller: String) -> GroupSecret {
+        do {
+            return try GroupSecret([UInt8](data))
+        } catch {
+            invalidArgument("\(caller): groupSecret: \(error.reason)")
+        }
     }
 
     // MARK: Custom discovery

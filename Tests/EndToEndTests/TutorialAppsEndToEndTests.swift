@@ -240,4 +240,50 @@ struct TutorialAppsEndToEndTests {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: identities.path)) ?? []
         #expect(files.count == 1, "\(files)")
     }
+    /// PeerConnectivity's README usage (Examples/PeerConnectivityDemo) on four hosts: three share a pre-shared key
+    /// and connect by themselves (`.automatic`), the fourth holds another key and stays out; events go to everyone
+    /// and to one peer; the completion form of sendData reports a delivery and a failure.
+    @Test(.requires(.netLab)) func peerConnectivityReadmeUsageWithAPreSharedKey() async throws {
+        let folder = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let key = folder.appendingPathComponent("key").path
+        let other = folder.appendingPathComponent("other").path
+        try Data((0..<32).map { UInt8($0) }).write(to: URL(fileURLWithPath: key))
+        try Data(repeating: 0xEE, count: 32).write(to: URL(fileURLWithPath: other))
+        try await withNetLab(hosts: 4) { lab in
+            let names = ["Ana", "Bea", "Cy"]
+            let apps = try names.enumerated().map { index, name in
+                try Self.app(lab, host: index, "PeerConnectivityDemo", [name, key], home: folder.appendingPathComponent(name))
+            }
+            let eve = try Self.app(
+                lab, host: 3, "PeerConnectivityDemo", ["Eve", other], home: folder.appendingPathComponent("Eve"))
+            for app in apps + [eve] { await Self.expect(app, "started") }
+            for (index, app) in apps.enumerated() {
+                let others = names.filter { $0 != names[index] }.joined(separator: ",")
+                await Self.expect(app, within: .seconds(30), "connected: \(others)") { $0.hasSuffix("connected: \(others)") }
+            }
+            apps[0].writeLine("all hello everyone")
+            await Self.expect(apps[1], "event from Ana: hello everyone")
+            await Self.expect(apps[2], "event from Ana: hello everyone")
+            let mark = apps[0].lines.count
+            apps[2].writeLine("to Bea just for Bea")
+            await Self.expect(apps[1], "event from Cy: just for Bea")
+            apps[0].writeLine("checked Bea ping")
+            await Self.expect(apps[0], "delivered to Bea", after: mark)
+            // Eve found the others but holds another key: nobody let her in.
+            eve.writeLine("peers")
+            await Self.expect(eve, "connected: ...") { $0.hasPrefix("connected:  found:") }
+            #expect(!apps[0].lines.contains { $0.contains("Eve connected") })
+            #expect(!apps[0].lines.contains("event from Cy: just for Bea"))
+            // Bea stops: Ana's checked send to her fails with the reason.
+            apps[1].writeLine("stop")
+            await Self.expect(apps[1], "stopped")
+            await Self.expect(apps[0], within: .seconds(20), "Bea gone") { $0.hasPrefix("Bea notConnected") }
+            apps[0].writeLine("checked Bea anyone?")
+            await Self.expect(apps[0], "failed Bea: ...") { $0.hasPrefix("failed Bea: ") }
+            for app in apps + [eve] { app.writeLine("quit") }
+            for app in apps + [eve] { #expect(await app.exited(within: .seconds(10)) == 0) }
+        }
+    }
 }

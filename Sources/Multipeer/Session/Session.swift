@@ -245,20 +245,33 @@ public actor Session {
     /// - Throws: ``SessionError``: `notConnected` when the peer is not a member, or leaves (or is not back
     ///   within the reconnection grace) before the receipt arrives; `invalidParameter` when it is too long.
     public func sendAcknowledged(_ data: [UInt8], to peer: Peer) async throws(SessionError) {
+        try await sendExpectingReceipt(data, to: peer).delivered()
+    }
+
+    /// Queues a reliable message like ``send(_:to:mode:)`` (in order with every other message to `peer`) and
+    /// returns at once a ``PendingDelivery`` whose `delivered()` waits for the peer's receipt, as
+    /// ``sendAcknowledged(_:to:)`` does: for callers that must queue in order and learn each outcome later.
+    /// - Throws: ``SessionError`` as ``sendAcknowledged(_:to:)`` does when the message cannot be queued.
+    public func sendExpectingReceipt(_ data: [UInt8], to peer: Peer) async throws(SessionError) -> PendingDelivery {
         let fp = peer.claimedFingerprint
         guard let conversation = conversations[fp] else { throw notConnected(peer) }
         if let limit = messageLimits[fp], data.count + 9 > limit {
             throw SessionError(
                 .invalidParameter, "a message of \(data.count) bytes is longer than \(peer.displayName) accepts")
         }
-        let sequence: UInt64
         switch await conversation.enqueue(data, receipt: true) {
-        case .success(let number): sequence = number
-        case .failure(let error): throw error
+        case .success(let sequence):
+            return PendingDelivery(
+                session: self, peer: peer, key: AckKey(fingerprint: fp, sequence: sequence), conversation: conversation)
+        case .failure(let error):
+            throw error
         }
-        let key = AckKey(fingerprint: fp, sequence: sequence)
+    }
+
+    /// Waits for the receipt of a message queued by ``sendExpectingReceipt(_:to:)``.
+    func awaitReceipt(_ key: AckKey, peer: Peer, conversation: Conversation) async throws(SessionError) {
         if earlyReceipts.remove(key) != nil { return }
-        guard conversations[fp] === conversation else {
+        guard conversations[key.fingerprint] === conversation else {
             throw SessionError(.notConnected, "\(peer.displayName) left before the message was delivered")
         }
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<SessionError?, Never>) in
@@ -268,7 +281,7 @@ public actor Session {
     }
 
     /// An acknowledged send: the peer and the message's number.
-    struct AckKey: Hashable {
+    struct AckKey: Hashable, Sendable {
         let fingerprint: PeerFingerprint
         let sequence: UInt64
     }

@@ -70,3 +70,23 @@ public enum SendResult: Sendable, Hashable {
         return false
     }
 }
+
+/// A reliable message queued with ``Session/sendExpectingReceipt(_:to:)``: wait for its receipt with
+/// ``delivered()``.
+public struct PendingDelivery: Sendable {
+    let session: Session
+    /// The peer it goes to.
+    public let peer: Peer
+    let key: Session.AckKey
+    let conversation: Conversation
+
+    /// The message's number (as `send` returns it).
+    public var sequence: UInt64 { key.sequence }
+
+    /// Returns once the peer's application has taken the message.
+    /// - Throws: ``SessionError`` `notConnected` when the peer left first (or was not back within the reconnection
+    ///   grace), `cancelled` when this session disconnected.
+    public func delivered() async throws(SessionError) {
+        try await session.awaitReceipt(key, peer: peer, conversation: conversation)
+    }
+}
