@@ -33,22 +33,25 @@ let knownLock = NSLock()
 var known: [String: Peer] = [:]
 
 // Listen to an event
-pcm.listenOn({ event in
-    switch event {
-    case .devicesChanged(let peer, let connectedPeers):
-        knownLock.lock()
-        known[peer.displayName] = peer
-        knownLock.unlock()
-        show("\(peer.displayName) \(peer.status); connected: \(connectedPeers.map { $0.displayName }.sorted().joined(separator: ","))")
-    case .receivedEvent(let peer, let eventInfo):
-        show("event from \(peer.displayName): \(eventInfo["EventKey"] as? String ?? "?")")
-    case .foundPeer(let peer):
-        show("found \(peer.displayName)")
-    case .error(let error):
-        show("error \(error)")
-    default: break
-    }
-}, withKey: "SomeEvent")
+pcm.listenOn(
+    { event in
+        switch event {
+        case .devicesChanged(let peer, let connectedPeers):
+            knownLock.lock()
+            known[peer.displayName] = peer
+            knownLock.unlock()
+            show(
+                "\(peer.displayName) \(peer.status); connected: \(connectedPeers.map { $0.displayName }.sorted().joined(separator: ","))"
+            )
+        case .receivedEvent(let peer, let eventInfo):
+            show("event from \(peer.displayName): \(eventInfo["EventKey"] as? String ?? "?")")
+        case .foundPeer(let peer):
+            show("found \(peer.displayName)")
+        case .error(let error):
+            show("error \(error)")
+        default: break
+        }
+    }, withKey: "SomeEvent")
 
 pcm.start {
     show("started")
@@ -87,7 +90,9 @@ Thread.detachNewThread {
                 }
             }
         case ("peers", _):
-            show("connected: \(pcm.connectedPeers.map { $0.displayName }.sorted().joined(separator: ",")) found: \(pcm.foundPeers.map { $0.displayName }.sorted().joined(separator: ","))")
+            show(
+                "connected: \(pcm.connectedPeers.map { $0.displayName }.sorted().joined(separator: ",")) found: \(pcm.foundPeers.map { $0.displayName }.sorted().joined(separator: ","))"
+            )
         case ("stop", _):
             pcm.stop()
             show("stopped")

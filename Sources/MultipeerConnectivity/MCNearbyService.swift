@@ -73,7 +73,8 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
 
     private let delegateBox = WeakDelegate<any MCNearbyServiceAdvertiserDelegate>()
     let calls: DelegateQueue
-    private let running = Mutex<Task<PeerAdvertiser?, Never>?>(nil)
+    /// The advertiser started last, with a token so a failed start clears only itself.
+    private let running = Mutex<(token: UUID, task: Task<PeerAdvertiser?, Never>)?>(nil)
     private let groupSecret: GroupSecret?
 
     /// An advertiser for `myPeerID` (made on this device). Stops with the rule broken for an invalid service
@@ -99,7 +100,7 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
     }
 
     deinit {
-        if let task = running.withLock({ $0 }) { Task { await task.value?.stop() } }
+        if let task = running.withLock({ $0?.task }) { Task { await task.value?.stop() } }
     }
 
     /// Starts advertising (again after a stop); failures reach `advertiser(_:didNotStartAdvertisingPeer:)`.
@@ -110,7 +111,8 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
         let groupSecret = groupSecret
         running.withLock { running in
             guard running == nil else { return }
-            running = Task { [weak self] () -> PeerAdvertiser? in
+            let token = UUID()
+            let task = Task { [weak self] () -> PeerAdvertiser? in
                 do {
                     // The listener negotiates what each inviter wants; accepting into a session then checks the
                     // connection against that session's preference (`.required` refuses a plaintext inviter).
@@ -130,20 +132,21 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
                         guard let self else { return }
                         self.delegate?.advertiser(self, didNotStartAdvertisingPeer: failure)
                     }
-                    self?.running.withLock { $0 = nil }
+                    self?.running.withLock { if $0?.token == token { $0 = nil } }
                     return nil
                 }
             }
+            running = (token, task)
         }
     }
 
     /// Stops advertising; invitations already delivered can still be answered.
     open func stopAdvertisingPeer() {
-        guard
-            let task = running.withLock({ running in
-                defer { running = nil }; return running
-            })
-        else { return }
+        let task = running.withLock { running -> Task<PeerAdvertiser?, Never>? in
+            defer { running = nil }
+            return running?.task
+        }
+        guard let task else { return }
         Task { await task.value?.stop() }
     }
 
@@ -193,7 +196,8 @@ open class MCNearbyServiceBrowser: NSObject, @unchecked Sendable {
 
     private let delegateBox = WeakDelegate<any MCNearbyServiceBrowserDelegate>()
     let calls: DelegateQueue
-    private let running = Mutex<Task<PeerBrowser?, Never>?>(nil)
+    /// The browser started last (kept after a stop: inviting through it then reports the peer unreachable).
+    private let running = Mutex<(token: UUID, task: Task<PeerBrowser?, Never>, stopped: Bool)?>(nil)
 
     /// A browser for `myPeerID` (its own advertisement is never reported). Stops with the rule broken for an
     /// invalid service type, as Apple raises.
@@ -208,7 +212,7 @@ open class MCNearbyServiceBrowser: NSObject, @unchecked Sendable {
     }
 
     deinit {
-        if let task = running.withLock({ $0 }) { Task { await task.value?.stop() } }
+        if let task = running.withLock({ $0?.task }) { Task { await task.value?.stop() } }
     }
 
     /// Starts browsing (again after a stop: peers still there are found again).
@@ -216,8 +220,9 @@ open class MCNearbyServiceBrowser: NSObject, @unchecked Sendable {
         let identity = myPeerID.identity!
         let serviceType = serviceType
         running.withLock { running in
-            guard running == nil else { return }
-            running = Task { [weak self] () -> PeerBrowser? in
+            guard running == nil || running?.stopped == true else { return }
+            let token = UUID()
+            let task = Task { [weak self] () -> PeerBrowser? in
                 do {
                     let browser = try await PeerBrowser(
                         serviceType: serviceType, identity: identity, network: try MCNetwork.shared())
@@ -234,20 +239,22 @@ open class MCNearbyServiceBrowser: NSObject, @unchecked Sendable {
                         guard let self else { return }
                         self.delegate?.browser(self, didNotStartBrowsingForPeers: failure)
                     }
-                    self?.running.withLock { $0 = nil }
+                    self?.running.withLock { if $0?.token == token { $0 = nil } }
                     return nil
                 }
             }
+            running = (token, task, false)
         }
     }
 
     /// Stops browsing.
     open func stopBrowsingForPeers() {
-        guard
-            let task = running.withLock({ running in
-                defer { running = nil }; return running
-            })
-        else { return }
+        let task = running.withLock { running -> Task<PeerBrowser?, Never>? in
+            guard let current = running, !current.stopped else { return nil }
+            running = (current.token, current.task, true)
+            return current.task
+        }
+        guard let task else { return }
         Task { await task.value?.stop() }
     }
 
@@ -280,14 +287,14 @@ open class MCNearbyServiceBrowser: NSObject, @unchecked Sendable {
     ///   - context: Data the invitee's application sees (at most 8 KiB).
     ///   - timeout: Seconds to wait for the answer; zero or less means 30, as in Apple's API.
     open func invitePeer(_ peerID: MCPeerID, to session: MCSession, withContext context: Data?, timeout: TimeInterval) {
-        let task = running.withLock { $0 }
+        let task = running.withLock { $0?.task }
         let peer = peerID.nativePeer
         let bytes = [UInt8](context ?? Data())
         let wait: Duration =
             timeout <= 0 || !timeout.isFinite ? .seconds(30) : .milliseconds(Int64(min(timeout, 86_400) * 1000))
         Task {
             guard let browser = await task?.value else {
-                report("invitePeer(\(peerID.displayName)): the browser is not browsing")
+                report("invitePeer(\(peerID.displayName)): the browser never started browsing")
                 return
             }
             guard let native = try? await session.nativeSession() else { return }

@@ -84,10 +84,12 @@ open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
             let text = coder.decodeObject(of: NSString.self, forKey: Self.fingerprintKey) as String?,
             text.utf8.count < 128, let fingerprint = PeerFingerprint(text)
         else { return nil }
-        displayName = name
         self.fingerprint = fingerprint
         identity = try? PeerIdentityStore.user.identity(for: fingerprint)
-        nativePeer = Peer(identity: identity == nil ? .claimed(fingerprint) : .proven(fingerprint), displayName: name)
+        // Our own key: the name saved with it, not one an archive from elsewhere may claim for it.
+        displayName = identity?.displayName ?? name
+        nativePeer = Peer(
+            identity: identity == nil ? .claimed(fingerprint) : .proven(fingerprint), displayName: displayName)
         super.init()
     }
 

@@ -15,13 +15,12 @@ public enum MCNetwork {
         set { state.withLock { $0.configuration = newValue } }
     }
 
-    /// The process's network, made on first use.
+    /// The process's network, made on first use (under the lock: two first callers must not both make one, as
+    /// the loser's event loop thread would never stop).
     static func shared() throws(SessionError) -> PeerNetwork {
-        let existing = state.withLock { $0.network }
-        if let existing { return existing }
-        let made = try PeerNetwork(configuration: configuration)
-        return state.withLock { state in
-            if let network = state.network { return network }  // another thread made one first
+        try state.withLock { state throws(SessionError) -> PeerNetwork in
+            if let network = state.network { return network }
+            let made = try PeerNetwork(configuration: state.configuration ?? .fromEnvironment())
             state.network = made
             return made
         }
@@ -40,38 +39,48 @@ final class WeakDelegate<Value>: @unchecked Sendable {
     }
 }
 
-/// A private serial queue for delegate calls (as Apple documents), with a bound on the calls waiting: a producer
-/// that gets ahead of a slow delegate waits in ``deliver(_:)`` instead of queueing without limit.
+/// A private serial queue for delegate calls (as Apple documents), with a bound on what waits in it (calls and
+/// bytes of data): a producer that gets ahead of a slow delegate waits in ``deliver(bytes:_:)`` instead of
+/// queueing without limit, and the wait holds the sending peer back through flow control.
 final class DelegateQueue: Sendable {
     let queue: DispatchQueue
-    private let waiting = Mutex<(count: Int, resume: [CheckedContinuation<Void, Never>])>((0, []))
-    /// The most calls queued before ``deliver(_:)`` waits.
+    private let waiting = Mutex<(count: Int, bytes: Int, resume: [CheckedContinuation<Void, Never>])>((0, 0, []))
+    /// The most calls queued before ``deliver(bytes:_:)`` waits.
     let limit: Int
+    /// The most bytes of data queued before it waits (a call with more than this still goes alone).
+    let byteLimit: Int
 
-    init(label: String, limit: Int = 256) {
+    init(label: String, limit: Int = 256, byteLimit: Int = 16 << 20) {
         queue = DispatchQueue(label: label)
         self.limit = limit
+        self.byteLimit = byteLimit
     }
 
-    /// Queues `call`; returns once it is queued, waiting first while `limit` calls are queued.
-    func deliver(_ call: @escaping @Sendable () -> Void) async {
-        while true {
-            let full = waiting.withLock { $0.count >= limit }
-            if !full { break }
+    /// Queues `call`, which carries `bytes` of data; returns once it is queued, waiting first while the queue is
+    /// full.
+    func deliver(bytes: Int = 0, _ call: @escaping @Sendable () -> Void) async {
+        func full(_ state: (count: Int, bytes: Int, resume: [CheckedContinuation<Void, Never>])) -> Bool {
+            state.count > 0 && (state.count >= limit || state.bytes + bytes > byteLimit)
+        }
+        while waiting.withLock({ full($0) }) {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let queued = waiting.withLock { state -> Bool in
-                    guard state.count >= limit else { return false }
+                    guard full(state) else { return false }
                     state.resume.append(continuation)
                     return true
                 }
                 if !queued { continuation.resume() }
             }
         }
-        waiting.withLock { $0.count += 1 }
+        waiting.withLock {
+            $0.count += 1
+            $0.bytes += bytes
+        }
         queue.async { [self] in
             call()
             let woken = waiting.withLock { state -> [CheckedContinuation<Void, Never>] in
                 state.count -= 1
+                state.bytes -= bytes
                 defer { state.resume = [] }
                 return state.resume
             }
@@ -79,7 +88,7 @@ final class DelegateQueue: Sendable {
         }
     }
 
-    /// Queues `call` without waiting (for calls made from synchronous code; they are few).
+    /// Queues `call` without waiting (state changes and other calls that are few; never data).
     func post(_ call: @escaping @Sendable () -> Void) {
         queue.async(execute: call)
     }

@@ -76,23 +76,20 @@ open class MCSession: NSObject, @unchecked Sendable {
     private let delegateBox = WeakDelegate<any MCSessionDelegate>()
     let calls: DelegateQueue
     private let state: Mutex<State>
-    private let outbox: AsyncStream<Outgoing>.Continuation
+    /// The longest data one `send` carries (the connection's message limit less the session's framing).
+    let maximumDataLength: Int
 
     private struct State {
         var native: Task<Session, any Error>
+        /// Incremented by `disconnect()`: events of an older native session only end what it started.
+        var generation = 0
         var connected: [PeerFingerprint: MCPeerID] = [:]
-        /// The state last reported to the delegate per peer (Apple has no `reconnecting`: it stays connected).
-        var reported: [PeerFingerprint: MCSessionState] = [:]
+        /// The state last reported to the delegate per peer, and by which native session (Apple has no
+        /// `reconnecting`: a peer being reconnected stays connected).
+        var reported: [PeerFingerprint: (state: MCSessionState, generation: Int)] = [:]
         var reasons: [PeerFingerprint: MCDisconnectReason] = [:]
-        var queuedBytes = 0
-    }
-
-    private struct Outgoing: Sendable {
-        let data: [UInt8]
-        let peers: [Peer]
-        let mode: SendMode
-        /// For the sends that report each peer's outcome: called with the peers that did not get the data.
-        var completion: (@Sendable ([Peer: SessionError]) -> Void)?
+        /// One queue per connected peer, so a peer that does not keep up holds back only what goes to it.
+        var outboxes: [PeerFingerprint: PeerOutbox] = [:]
     }
 
     /// A session that requires encryption (Apple's rule since OS X 10.11 and iOS 9).
@@ -141,29 +138,17 @@ open class MCSession: NSObject, @unchecked Sendable {
             invalidArgument("MCSession: a group secret needs encryption; encryptionPreference .none refuses it")
         }
         calls = DelegateQueue(label: "MCSession.delegate.\(myPeerID.displayName)")
-        let (stream, outbox) = AsyncStream<Outgoing>.makeStream()
-        self.outbox = outbox
+        var connection = ConnectionConfiguration(identity: myPeerID.identity!)
+        MCNetwork.configuration.tuneConnections(&connection)
+        maximumDataLength = connection.maximumMessageLength - 9
         state = Mutex(State(native: Task { throw CancellationError() }))
         super.init()
-        state.withLock { $0.native = startNative() }
-        // One task sends everything, in the order `send` was called.
-        let native = { [weak self] () async throws -> Session? in try await self?.nativeSession() }
-        Task { [weak self] in
-            for await outgoing in stream {
-                if let session = try? await native() {
-                    await MCSession.deliver(outgoing, on: session)
-                } else {
-                    let gone = SessionError(.cancelled, "the session is gone")
-                    outgoing.completion?(Dictionary(uniqueKeysWithValues: outgoing.peers.map { ($0, gone) }))
-                }
-                self?.state.withLock { $0.queuedBytes -= outgoing.data.count }
-            }
-        }
+        state.withLock { $0.native = startNative(generation: 0) }
     }
 
     deinit {
-        outbox.finish()
-        let native = state.withLock { $0.native }
+        let (native, outboxes) = state.withLock { ($0.native, Array($0.outboxes.values)) }
+        for outbox in outboxes { outbox.finish() }
         Task { try? await native.value.disconnect() }
     }
 
@@ -173,7 +158,7 @@ open class MCSession: NSObject, @unchecked Sendable {
     }
 
     /// Starts a native session and the tasks that turn its events into delegate calls.
-    private func startNative() -> Task<Session, any Error> {
+    private func startNative(generation: Int) -> Task<Session, any Error> {
         var configuration = SessionConfiguration()
         configuration.encryption = encryptionPreference.native
         configuration.maximumPeers = maximumNumberOfPeers
@@ -184,27 +169,35 @@ open class MCSession: NSObject, @unchecked Sendable {
         }
         let identity = myPeerID.identity!
         return Task { [weak self] () async throws -> Session in
-            let session = try await Session(
-                identity: identity, configuration: configuration, network: MCNetwork.shared())
-            self?.pump(session)
-            return session
+            do {
+                let session = try await Session(
+                    identity: identity, configuration: configuration, network: MCNetwork.shared())
+                self?.pump(session, generation: generation)
+                return session
+            } catch {
+                report("MCSession cannot start: \(error)")
+                throw error
+            }
         }
     }
 
-    /// Turns the native session's events and messages into delegate calls.
-    private func pump(_ session: Session) {
+    /// Turns the native session's events and messages into delegate calls. State changes are taken at once
+    /// (so the session's view never lags behind); messages wait for their turn on the delegate queue, which
+    /// holds the sender back when the application is slow.
+    private func pump(_ session: Session, generation: Int) {
         Task { [weak self] in
             for await event in session.events {
                 guard let self else { break }
-                await self.handle(event, from: session)
+                await self.handle(event, from: session, generation: generation)
             }
         }
         Task { [weak self] in
             for await message in session.messages {
                 guard let self else { break }
+                await self.awaitConnected(message.peer.claimedFingerprint)
                 let peerID = MCPeerID(peer: message.peer)
                 let data = Data(message.data)
-                await self.calls.deliver { [weak self] in
+                await self.calls.deliver(bytes: data.count) { [weak self] in
                     guard let self else { return }
                     self.delegate?.session(self, didReceive: data, fromPeer: peerID)
                 }
@@ -212,7 +205,16 @@ open class MCSession: NSObject, @unchecked Sendable {
         }
     }
 
-    private func handle(_ event: SessionEvent, from session: Session) async {
+    /// Holds a peer's first messages until its `.connected` is queued for the delegate (the two come from
+    /// different streams of the native session), at most 2 s.
+    private func awaitConnected(_ fp: PeerFingerprint) async {
+        let deadline = ContinuousClock.now + .seconds(2)
+        while state.withLock({ $0.reported[fp]?.state != .connected }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    private func handle(_ event: SessionEvent, from session: Session, generation: Int) async {
         switch event {
         case .peerChanged(let peer, let native, let reason):
             let peerID = MCPeerID(peer: peer)
@@ -227,39 +229,59 @@ open class MCSession: NSObject, @unchecked Sendable {
             if mapped == .notConnected {
                 why = await session.invitationOutcome(for: peer).map(MCDisconnectReason.init) ?? .disconnected(reason)
             }
-            let changed = state.withLock { state -> Bool in
-                if mapped == .connected { state.connected[fp] = peerID } else { state.connected[fp] = nil }
-                if let why { state.reasons[fp] = why } else if mapped == .connected { state.reasons[fp] = nil }
-                guard state.reported[fp] != mapped else { return false }
-                state.reported[fp] = mapped == .notConnected ? nil : mapped
-                return true
+            let (changed, finished) = state.withLock { state -> (Bool, PeerOutbox?) in
+                // After `disconnect()`, the old session only ends the peers it reported.
+                if generation != state.generation {
+                    guard mapped == .notConnected, state.reported[fp]?.generation == generation else {
+                        return (false, nil)
+                    }
+                }
+                var finished: PeerOutbox?
+                if mapped == .connected {
+                    state.connected[fp] = peerID
+                } else if state.connected.removeValue(forKey: fp) != nil || mapped == .notConnected {
+                    finished = state.outboxes.removeValue(forKey: fp)
+                }
+                if let why {
+                    if state.reasons.count >= 1_024, let any = state.reasons.keys.first { state.reasons[any] = nil }
+                    state.reasons[fp] = why
+                } else if mapped == .connected {
+                    state.reasons[fp] = nil
+                }
+                guard state.reported[fp]?.state != mapped else { return (false, finished) }
+                state.reported[fp] = mapped == .notConnected ? nil : (mapped, generation)
+                return (true, finished)
             }
+            finished?.finish()
             guard changed else { return }
-            await calls.deliver { [weak self] in
+            calls.post { [weak self] in
                 guard let self else { return }
                 self.delegate?.session(self, peer: peerID, didChange: mapped)
             }
         case .stream(let stream, let peer):
             nonisolated(unsafe) let input = MCInputStream(stream)
             let peerID = MCPeerID(peer: peer)
-            await calls.deliver { [weak self] in
+            calls.post { [weak self] in
                 guard let self else { return }
                 self.delegate?.session(self, didReceive: input, withName: stream.name, fromPeer: peerID)
             }
-        case .undelivered:
-            // Apple's API has no way to say this; the native API does (`SessionEvent.undelivered`).
-            break
+        case .undelivered(let peer, let numbers, let reason):
+            // Apple's API has no way to say this (the native API does); say it where a person can see it.
+            report("\(numbers.count) message(s) to \(peer.displayName) were not delivered: \(reason)")
         case .resourceStarted(let incoming):
             let peerID = MCPeerID(peer: incoming.peer)
-            await calls.deliver { [weak self] in
+            calls.post { [weak self] in
                 guard let self else { return }
                 self.delegate?.session(
                     self, didStartReceivingResourceWithName: incoming.name, fromPeer: peerID, with: incoming.progress)
             }
         case .resourceFinished(let incoming, let result):
             let peerID = MCPeerID(peer: incoming.peer)
-            await calls.deliver { [weak self] in
-                guard let self else { return }
+            calls.post { [weak self] in
+                guard let self else {
+                    if case .success(let url) = result { try? FileManager.default.removeItem(at: url) }
+                    return
+                }
                 switch result {
                 case .success(let url):
                     self.delegate?.session(
@@ -275,6 +297,9 @@ open class MCSession: NSObject, @unchecked Sendable {
             }
         }
     }
+
+    /// How long the certificate handler may take before the peer is refused.
+    static let certificateTimeout: Duration = .seconds(30)
 
     /// Asks the delegate's certificate method (or lets the peer in when the delegate does not implement it).
     private func askCertificate(_ request: PeerVerificationRequest) async -> VerificationDecision {
@@ -293,15 +318,27 @@ open class MCSession: NSObject, @unchecked Sendable {
                 guard let self, let delegate = self.delegate else { return answer(true) }
                 delegate.session(self, didReceiveCertificate: certificate, fromPeer: peerID, certificateHandler: answer)
             }
+            // A handler never called must not hold the peer in `.connecting` for ever.
+            Task {
+                try? await Task.sleep(for: Self.certificateTimeout)
+                answer(false)
+            }
         }
-        return accepted ? .accept : .refuse(reason: "\(myPeerID.displayName)'s application refused the certificate")
+        return accepted
+            ? .accept
+            : .refuse(
+                reason: "\(myPeerID.displayName)'s application refused the certificate (or did not answer within "
+                    + "\(Self.certificateTimeout))")
     }
 
     // MARK: Apple's API
 
     /// Sends data to connected peers; returns once it is queued (delivery is not confirmed, as in Apple's API).
-    /// - Throws: ``MCError`` `notConnected` naming a peer that is not connected; `unavailable` when more than
-    ///   ``maximumQueuedBytes`` wait to be sent.
+    /// Reliable data to each peer waits in that peer's own queue, so a peer that does not keep up delays only
+    /// what goes to it; unreliable data is sent at once or dropped.
+    /// - Throws: ``MCError`` `notConnected` naming a peer that is not connected; `invalidParameter` for data
+    ///   longer than one message carries (4 MiB by default: send more with `sendResource` or a stream);
+    ///   `unavailable` when more than ``maximumQueuedBytes`` already wait for one of the peers.
     open func send(_ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode) throws {
         try enqueue(data, toPeers: peerIDs, with: mode, completion: nil)
     }
@@ -310,31 +347,37 @@ open class MCSession: NSObject, @unchecked Sendable {
         _ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode,
         completion: (@Sendable ([Peer: SessionError]) -> Void)?
     ) throws {
-        let peers = try state.withLock { state throws(MCError) -> [Peer] in
-            var peers: [Peer] = []
+        guard data.count <= maximumDataLength else {
+            throw MCError(
+                .invalidParameter,
+                reason: "\(data.count) bytes are more than one message carries (\(maximumDataLength)); send them "
+                    + "with sendResource(at:withName:toPeer:) or startStream(withName:toPeer:)")
+        }
+        let reliable = mode == .reliable
+        let targets = try state.withLock { state throws(MCError) -> [(Peer, PeerOutbox)] in
+            var targets: [(Peer, PeerOutbox)] = []
             for peerID in peerIDs {
                 guard let connected = state.connected[peerID.fingerprint] else {
                     throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
                 }
-                peers.append(connected.nativePeer)
+                let outbox = state.outboxes[peerID.fingerprint] ?? PeerOutbox(peer: connected.nativePeer, owner: self)
+                state.outboxes[peerID.fingerprint] = outbox
+                if reliable, !outbox.hasRoom(for: data.count) {
+                    throw MCError(
+                        .unavailable,
+                        reason: "\(Self.maximumQueuedBytes) bytes already wait for \(peerID.displayName), who is not "
+                            + "keeping up")
+                }
+                targets.append((connected.nativePeer, outbox))
             }
-            guard state.queuedBytes + data.count <= Self.maximumQueuedBytes || state.queuedBytes == 0 else {
-                throw MCError(
-                    .unavailable,
-                    reason: "\(state.queuedBytes) bytes are waiting to be sent; the peers are not keeping up")
-            }
-            state.queuedBytes += data.count
-            return peers
+            return targets
         }
-        guard !peers.isEmpty else {
-            state.withLock { $0.queuedBytes -= data.count }
-            completion?([:])
-            return
+        guard !targets.isEmpty else { return completion?([:]) ?? () }
+        let collector = completion.map { Collector(expected: targets.count, completion: $0) }
+        let bytes = [UInt8](data)
+        for (_, outbox) in targets {
+            outbox.push(PeerOutbox.Item(data: bytes, reliable: reliable, collector: collector))
         }
-        outbox.yield(
-            Outgoing(
-                data: [UInt8](data), peers: peers, mode: mode == .reliable ? .reliable : .unreliable,
-                completion: completion))
     }
 
     /// Sends data with a completion that says, per peer, whether it arrived (an addition: Apple's `send`
@@ -349,44 +392,9 @@ open class MCSession: NSObject, @unchecked Sendable {
         nonisolated(unsafe) let handler = completionHandler
         let calls = calls
         try enqueue(data, toPeers: peerIDs, with: mode) { failures in
-            let errors = Dictionary(uniqueKeysWithValues: failures.map { (MCPeerID(peer: $0.key), MCError($0.value) as any Error) })
+            let errors = Dictionary(
+                uniqueKeysWithValues: failures.map { (MCPeerID(peer: $0.key), MCError($0.value) as any Error) })
             calls.post { handler(errors) }
-        }
-    }
-
-    /// Sends one queued message: in order, and for a send with a completion, waiting for the receipts apart.
-    private static func deliver(_ outgoing: Outgoing, on session: Session) async {
-        guard let completion = outgoing.completion else {
-            _ = await session.send(outgoing.data, to: outgoing.peers, mode: outgoing.mode)
-            return
-        }
-        guard outgoing.mode == .reliable else {
-            let results = await session.send(outgoing.data, to: outgoing.peers, mode: outgoing.mode)
-            var failures: [Peer: SessionError] = [:]
-            for (peer, result) in results { if case .failed(let error) = result { failures[peer] = error } }
-            return completion(failures)
-        }
-        var pending: [PendingDelivery] = []
-        var failures: [Peer: SessionError] = [:]
-        for peer in outgoing.peers {
-            do {
-                pending.append(try await session.sendExpectingReceipt(outgoing.data, to: peer))
-            } catch {
-                failures[peer] = error
-            }
-        }
-        let queued = pending
-        let early = failures
-        Task {
-            var failures = early
-            for delivery in queued {
-                do throws(SessionError) {
-                    try await delivery.delivered()
-                } catch {
-                    failures[delivery.peer] = error
-                }
-            }
-            completion(failures)
         }
     }
 
@@ -451,13 +459,20 @@ open class MCSession: NSObject, @unchecked Sendable {
         return MCOutputStream(opening: opening)
     }
 
-    /// Leaves the session: every peer sees this side `.notConnected`. The session can invite and be invited
-    /// again afterwards (a fresh one underneath).
+    /// Leaves the session: every peer sees this side `.notConnected`, and the delegate hears each peer go
+    /// `.notConnected`. `connectedPeers` is empty when this returns. The session can invite and be invited again
+    /// afterwards (a fresh one underneath).
     open func disconnect() {
-        let old = state.withLock { state -> Task<Session, any Error> in
-            defer { state.native = startNative() }
-            return state.native
+        let (old, outboxes) = state.withLock { state -> (Task<Session, any Error>, [PeerOutbox]) in
+            let old = state.native
+            let outboxes = Array(state.outboxes.values)
+            state.generation += 1
+            state.native = startNative(generation: state.generation)
+            state.connected = [:]
+            state.outboxes = [:]
+            return (old, outboxes)
         }
+        for outbox in outboxes { outbox.finish() }
         Task { try? await old.value.disconnect() }
     }
 
@@ -526,5 +541,122 @@ open class MCSession: NSObject, @unchecked Sendable {
     /// security or limits, or disconnected with the reason); nil while it is connected or was never seen.
     public func disconnectReason(for peerID: MCPeerID) -> MCDisconnectReason? {
         state.withLock { $0.reasons[peerID.fingerprint] }
+    }
+}
+
+/// What a send with a completion learns from each of its peers: calls the completion once all have reported.
+final class Collector: Sendable {
+    private let state: Mutex<(left: Int, failures: [Peer: SessionError])>
+    private let completion: @Sendable ([Peer: SessionError]) -> Void
+
+    init(expected: Int, completion: @escaping @Sendable ([Peer: SessionError]) -> Void) {
+        state = Mutex((expected, [:]))
+        self.completion = completion
+    }
+
+    func report(_ peer: Peer, _ failure: SessionError?) {
+        let done = state.withLock { state -> [Peer: SessionError]? in
+            if let failure { state.failures[peer] = failure }
+            state.left -= 1
+            return state.left == 0 ? state.failures : nil
+        }
+        if let done { completion(done) }
+    }
+}
+
+/// The data waiting for one peer: reliable data in order (bounded by ``MCSession/maximumQueuedBytes``, sent by one
+/// task that waits for the peer as long as it must), unreliable data sent at once by another task or dropped
+/// when 64 datagrams already wait.
+final class PeerOutbox: Sendable {
+    struct Item: Sendable {
+        let data: [UInt8]
+        let reliable: Bool
+        let collector: Collector?
+    }
+
+    private let peer: Peer
+    private let reliable: AsyncStream<Item>.Continuation
+    private let unreliable: AsyncStream<Item>.Continuation
+    private let queued = ByteCount()
+
+    /// A byte count shared with the task that sends.
+    final class ByteCount: Sendable {
+        private let value = Mutex(0)
+        func withLock<R>(_ body: (inout Int) -> R) -> R { value.withLock { body(&$0) } }
+    }
+
+    init(peer: Peer, owner: MCSession) {
+        self.peer = peer
+        let (reliableItems, reliable) = AsyncStream<Item>.makeStream()
+        let (unreliableItems, unreliable) = AsyncStream<Item>.makeStream(bufferingPolicy: .bufferingOldest(64))
+        self.reliable = reliable
+        self.unreliable = unreliable
+        let queued = queued
+        Task { [weak owner] in
+            let session = try? await owner?.nativeSession()
+            for await item in reliableItems {
+                await Self.send(item, to: peer, on: session)
+                queued.withLock { $0 -= item.data.count }
+            }
+        }
+        Task { [weak owner] in
+            let session = try? await owner?.nativeSession()
+            for await item in unreliableItems { await Self.send(item, to: peer, on: session) }
+        }
+    }
+
+    /// Whether `count` more reliable bytes fit; counts them when they do (an empty queue takes anything).
+    func hasRoom(for count: Int) -> Bool {
+        queued.withLock { queued in
+            guard queued == 0 || queued + count <= MCSession.maximumQueuedBytes else { return false }
+            queued += count
+            return true
+        }
+    }
+
+    func push(_ item: Item) {
+        if item.reliable {
+            reliable.yield(item)
+        } else if case .dropped = unreliable.yield(item) {
+            item.collector?.report(peer, SessionError(.unavailable, "dropped: 64 datagrams already wait"))
+        }
+    }
+
+    /// No more data; what is queued is still sent (or fails, as the peer is gone).
+    func finish() {
+        reliable.finish()
+        unreliable.finish()
+    }
+
+    private static func send(_ item: Item, to peer: Peer, on session: Session?) async {
+        guard let session else {
+            item.collector?.report(peer, SessionError(.cancelled, "the session is gone"))
+            return
+        }
+        guard let collector = item.collector else {
+            let result = await session.send(item.data, to: [peer], mode: item.reliable ? .reliable : .unreliable)
+            if case .failed(let error)? = result[peer], item.reliable {
+                report("data to \(peer.displayName) was not sent: \(error.reason)")
+            }
+            return
+        }
+        guard item.reliable else {
+            let result = await session.send(item.data, to: [peer], mode: .unreliable)
+            if case .failed(let error)? = result[peer] { return collector.report(peer, error) }
+            return collector.report(peer, nil)
+        }
+        do throws(SessionError) {
+            let pending = try await session.sendExpectingReceipt(item.data, to: peer)
+            Task {
+                do throws(SessionError) {
+                    try await pending.delivered()
+                    collector.report(peer, nil)
+                } catch {
+                    collector.report(peer, error)
+                }
+            }
+        } catch {
+            collector.report(peer, error)
+        }
     }
 }

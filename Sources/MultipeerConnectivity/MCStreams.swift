@@ -40,7 +40,8 @@ final class StreamEvents: @unchecked Sendable {
             delegate.stream(stream, handle: event)
         }
         if let runLoop {
-            runLoop.perform(inModes: [mode], block: deliver)
+            // A timer, not `perform`: adding a timer wakes a sleeping run loop, `perform` only queues the block.
+            runLoop.add(Timer(timeInterval: 0, repeats: false) { _ in deliver() }, forMode: mode)
         } else {
             queue.async(execute: deliver)
         }
@@ -113,40 +114,44 @@ final class StreamPipe: @unchecked Sendable {
 
     /// Takes everything held, waiting (async) until there is something or the pipe ended; nil at the end.
     func takeAll() async -> [UInt8]? {
-        while true {
-            let taken = condition.withLock { () -> [UInt8]?? in
-                if bytes.count > start {
-                    let chunk = Array(bytes[start...])
-                    bytes.removeAll(keepingCapacity: true)
-                    start = 0
-                    condition.broadcast()
-                    return .some(chunk)
-                }
-                return ended || failure != nil ? .some(nil) : nil
+        await waitUntil { () -> [UInt8]?? in
+            if bytes.count > start {
+                let chunk = Array(bytes[start...])
+                bytes.removeAll(keepingCapacity: true)
+                start = 0
+                condition.broadcast()
+                return .some(chunk)
             }
-            if let taken { return taken }
-            await waitForChange()
+            return ended || failure != nil ? .some(nil) : nil
         }
     }
 
     /// Waits until the count drops below `level` or the pipe ended; false once it ended.
     func waitForRoom(below level: Int) async -> Bool {
-        while true {
-            let state = condition.withLock { () -> Bool? in
-                if ended || failure != nil { return false }
-                return bytes.count - start < level ? true : nil
-            }
-            if let state { return state }
-            await waitForChange()
+        await waitUntil { () -> Bool? in
+            if ended || failure != nil { return false }
+            return bytes.count - start < level ? true : nil
         }
     }
 
-    private func waitForChange() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            condition.withLock {
-                if let old = waiter { old.resume() }
-                waiter = continuation
+    /// Evaluates `check` with the condition locked until it gives a value; between tries, waits for a change. The
+    /// check and the registration of the waiter happen in one critical section, so no change is missed.
+    private func waitUntil<T>(_ check: () -> T?) async -> T {
+        while true {
+            var result: T?
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                condition.lock()
+                if let value = check() {
+                    result = value
+                    condition.unlock()
+                    continuation.resume()
+                } else {
+                    if let old = waiter { old.resume() }
+                    waiter = continuation
+                    condition.unlock()
+                }
             }
+            if let result { return result }
         }
     }
 
@@ -284,10 +289,16 @@ final class MCInputStream: InputStream {
                     events.post(.hasBytesAvailable)
                 }
                 pipe.end()
-                events.post(.endEncountered)
+                // After the application closed the stream, nothing more is reported.
+                if status.withLock({ $0 != .closed }) { events.post(.endEncountered) }
             } catch {
+                let closed = status.withLock { status -> Bool in
+                    if status == .closed { return true }
+                    status = .error
+                    return false
+                }
+                guard !closed else { return }
                 pipe.fail(MCError(.notConnected, reason: "the peer's stream ended: \(error)"))
-                status.withLock { $0 = .error }
                 events.post(.errorOccurred)
             }
         }

@@ -33,19 +33,24 @@ public final class PeerBrowserModel: @unchecked Sendable {
 
     /// Starts following the manager's events.
     public func startObserving() {
-        guard lock.withLock({ () -> Bool in
-            defer { observing = true }
-            return !observing
-        }) else { return }
-        manager.listenOn({ [weak self] event in self?.handle(event) }, performListenerInBackground: true, withKey: listenerKey)
+        guard
+            lock.withLock({ () -> Bool in
+                defer { observing = true }
+                return !observing
+            })
+        else { return }
+        manager.listenOn(
+            { [weak self] event in self?.handle(event) }, performListenerInBackground: true, withKey: listenerKey)
     }
 
     /// Stops following them.
     public func stopObserving() {
-        guard lock.withLock({ () -> Bool in
-            defer { observing = false }
-            return observing
-        }) else { return }
+        guard
+            lock.withLock({ () -> Bool in
+                defer { observing = false }
+                return observing
+            })
+        else { return }
         manager.removeListenerForKey(listenerKey)
     }
 

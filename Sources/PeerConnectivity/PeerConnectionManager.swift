@@ -249,13 +249,16 @@ public class PeerConnectionManager: @unchecked Sendable {
         let events = events
         do {
             try session.send(data, toPeers: targets, with: .reliable) { failures in
-                let byPeer = Dictionary(uniqueKeysWithValues: failures.map { (Peer(peerID: $0.key, status: .notConnected), $0.value) })
+                let byPeer = Dictionary(
+                    uniqueKeysWithValues: failures.map { (Peer(peerID: $0.key, status: .notConnected), $0.value) })
                 events.async { handler(byPeer) }
             }
         } catch {
             let failure = error
             events.async {
-                handler(Dictionary(uniqueKeysWithValues: targets.map { (Peer(peerID: $0, status: .notConnected), failure) }))
+                handler(
+                    Dictionary(uniqueKeysWithValues: targets.map { (Peer(peerID: $0, status: .notConnected), failure) })
+                )
             }
         }
     }
@@ -291,7 +294,9 @@ public class PeerConnectionManager: @unchecked Sendable {
             let targets = targets(peers)
             nonisolated(unsafe) let handler = completion
             events.async {
-                handler(Dictionary(uniqueKeysWithValues: targets.map { (Peer(peerID: $0, status: .notConnected), failure) }))
+                handler(
+                    Dictionary(uniqueKeysWithValues: targets.map { (Peer(peerID: $0, status: .notConnected), failure) })
+                )
             }
         }
     }
@@ -471,11 +476,14 @@ public class PeerConnectionManager: @unchecked Sendable {
         let peer = Peer(peerID: peerID, status: .connected)
         emit(.receivedData(peer: peer, data: data))
         if let envelope = try? JSONDecoder().decode([String: Data].self, from: data), envelope.count == 2,
-            let type = envelope["type"].flatMap({ String(data: $0, encoding: .utf8) }), let payload = envelope["payload"]
+            let type = envelope["type"].flatMap({ String(data: $0, encoding: .utf8) }),
+            let payload = envelope["payload"]
         {
             return emit(.receivedMessage(peer: peer, messageType: type, data: payload))
         }
-        let classes: [AnyClass] = [NSDictionary.self, NSArray.self, NSString.self, NSNumber.self, NSDate.self, NSData.self]
+        let classes: [AnyClass] = [
+            NSDictionary.self, NSArray.self, NSString.self, NSNumber.self, NSDate.self, NSData.self,
+        ]
         if let info = (try? NSKeyedUnarchiver.unarchivedObject(ofClasses: classes, from: data)) as? [String: Any] {
             emit(.receivedEvent(peer: peer, eventInfo: info))
         }
@@ -505,7 +513,9 @@ public class PeerConnectionManager: @unchecked Sendable {
                 failure = error
             }
         }
-        emit(.finishedReceivingResource(peer: Peer(peerID: peerID, status: .connected), name: name, url: kept, error: failure))
+        emit(
+            .finishedReceivingResource(
+                peer: Peer(peerID: peerID, status: .connected), name: name, url: kept, error: failure))
     }
 
     func failed(_ error: any Error) { emit(.error(error)) }
@@ -583,7 +593,9 @@ final class DelegateBridge: NSObject, MCSessionDelegate, MCNearbyServiceAdvertis
         manager?.failed(error)
     }
 
-    func browser(_ browser: MCNearbyServiceBrowser, foundPeer peerID: MCPeerID, withDiscoveryInfo info: [String: String]?) {
+    func browser(
+        _ browser: MCNearbyServiceBrowser, foundPeer peerID: MCPeerID, withDiscoveryInfo info: [String: String]?
+    ) {
         manager?.found(peerID, info: info)
     }
 

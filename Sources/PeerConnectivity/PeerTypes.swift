@@ -142,7 +142,8 @@ public struct Peer: Hashable, @unchecked Sendable {
         func prefix(_ text: String) -> String {
             var result = ""
             var bytes = 0
-            for character in text where !character.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            for character in text
+            where !character.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
                 let count = String(character).utf8.count
                 guard bytes + count <= 63 else { break }
                 result.append(character)

@@ -254,14 +254,17 @@ struct TutorialAppsEndToEndTests {
         try await withNetLab(hosts: 4) { lab in
             let names = ["Ana", "Bea", "Cy"]
             let apps = try names.enumerated().map { index, name in
-                try Self.app(lab, host: index, "PeerConnectivityDemo", [name, key], home: folder.appendingPathComponent(name))
+                try Self.app(
+                    lab, host: index, "PeerConnectivityDemo", [name, key], home: folder.appendingPathComponent(name))
             }
             let eve = try Self.app(
                 lab, host: 3, "PeerConnectivityDemo", ["Eve", other], home: folder.appendingPathComponent("Eve"))
             for app in apps + [eve] { await Self.expect(app, "started") }
             for (index, app) in apps.enumerated() {
                 let others = names.filter { $0 != names[index] }.joined(separator: ",")
-                await Self.expect(app, within: .seconds(30), "connected: \(others)") { $0.hasSuffix("connected: \(others)") }
+                await Self.expect(app, within: .seconds(30), "connected: \(others)") {
+                    $0.hasSuffix("connected: \(others)")
+                }
             }
             apps[0].writeLine("all hello everyone")
             await Self.expect(apps[1], "event from Ana: hello everyone")

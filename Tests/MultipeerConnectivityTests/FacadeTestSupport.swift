@@ -32,7 +32,7 @@ func eventually(within timeout: Duration = .seconds(10), _ condition: () -> Bool
 }
 
 /// Records every delegate call of a session, an advertiser and a browser, and answers invitations.
-final class Recorder: NSObject, MCSessionDelegate, MCNearbyServiceAdvertiserDelegate, MCNearbyServiceBrowserDelegate,
+class Recorder: NSObject, MCSessionDelegate, MCNearbyServiceAdvertiserDelegate, MCNearbyServiceBrowserDelegate,
     StreamDelegate, @unchecked Sendable
 {
     struct Log {

@@ -28,7 +28,8 @@ final class EventLog: @unchecked Sendable {
         case .ended: line = "ended"
         case .error(let error): line = "error \(error)"
         case .devicesChanged(let peer, let connected):
-            line = "changed \(peer.displayName) \(peer.status) [\(connected.map(\.displayName).sorted().joined(separator: ","))]"
+            line =
+                "changed \(peer.displayName) \(peer.status) [\(connected.map(\.displayName).sorted().joined(separator: ","))]"
         case .receivedData(let peer, let data): line = "data \(peer.displayName) \(data.count)"
         case .receivedEvent(let peer, let info):
             lock.withLock { events.append(info) }
@@ -44,7 +45,8 @@ final class EventLog: @unchecked Sendable {
         case .receivedCertificate(let peer, _, _): line = "certificate \(peer.displayName)"
         case .foundPeer(let peer): line = "found \(peer.displayName)"
         case .foundPeerWithDiscoveryInfo(let peer, let info):
-            line = "found \(peer.displayName) info \(info?.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") ?? "-")"
+            line =
+                "found \(peer.displayName) info \(info?.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") ?? "-")"
         case .lostPeer(let peer): line = "lost \(peer.displayName)"
         case .nearbyPeersChanged(let peers): line = "nearby \(peers.count)"
         case .receivedInvitation(let peer, let context, _):
@@ -77,13 +79,16 @@ struct PeerConnectivityTests {
     init() { FacadeTestSetup.prepare() }
 
     static func pair(
-        _ security: (PeerConnectionNetworkSecurity, PeerConnectionNetworkSecurity) = (.unauthenticated, .unauthenticated)
+        _ security: (PeerConnectionNetworkSecurity, PeerConnectionNetworkSecurity) = (
+            .unauthenticated, .unauthenticated
+        )
     ) -> (PeerConnectionManager, EventLog, PeerConnectionManager, EventLog) {
         let service = FacadeTestSetup.serviceType()
         let ann = PeerConnectionManager(
             serviceType: service, displayName: "Ann", discoveryInfo: ["room": "lobby"], networkSecurity: security.0)
         let ben = PeerConnectionManager(
-            serviceType: "\(service)x".count <= 15 ? "\(service)x" : service, displayName: "Ben", networkSecurity: security.1)
+            serviceType: "\(service)x".count <= 15 ? "\(service)x" : service, displayName: "Ben",
+            networkSecurity: security.1)
         return (ann, EventLog(), ben, EventLog())
     }
 

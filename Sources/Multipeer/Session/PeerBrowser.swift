@@ -115,7 +115,10 @@ public final class PeerBrowser: Sendable {
                 return (found, state.dial[peer.claimedFingerprint] ?? [])
             })
         else {
-            return .unreachable(
+            // Through the session, so its application sees the attempt end like any other (`connecting`, then
+            // `notConnected` with the reason).
+            return await session.inviteUnreachable(
+                peer,
                 ConnectionError(
                     code: .unreachable, reason: "\(peer.displayName) is not (or no longer) found by this browser"))
         }

@@ -57,6 +57,8 @@ public actor Session {
     private var isDisconnected = false
     /// Connection tickets this session issued (``connectionData(for:)``), each for one peer, used once.
     private var tickets: [[UInt8]: PeerFingerprint] = [:]
+    /// The tickets in the order they were issued, so the oldest goes first when there are too many.
+    private var ticketOrder: [[UInt8]] = []
     /// Peers this side waits for after ``connect(_:connectionData:timeout:)`` (the lower fingerprint dials).
     private var directWaiters:
         [PeerFingerprint: (continuation: CheckedContinuation<InvitationOutcome, Never>, timer: SessionTimer)] = [:]
@@ -340,6 +342,9 @@ public actor Session {
         }
         for link in joinLinks.values { link.close("left the session") }
         joinLinks = [:]
+        for fp in Array(directWaiters.keys) { stopWaiting(for: fp, .refused(reason: "the session was disconnected")) }
+        tickets = [:]
+        ticketOrder = []
         for (peer, state) in states.values where state == .connecting {
             _ = eventSink.yield(.peerChanged(peer, .notConnected, reason: "this side left the session"))
         }
@@ -397,6 +402,18 @@ public actor Session {
             }
             report(peer, .notConnected, outcome.description)
         }
+        return outcome
+    }
+
+    /// An invitation that cannot even be tried (the browser does not know the peer): reported as one that failed.
+    func inviteUnreachable(_ peer: Peer, _ error: ConnectionError) -> InvitationOutcome {
+        let fp = peer.claimedFingerprint
+        if members[fp] != nil { return .accepted }
+        let outcome = InvitationOutcome.unreachable(error)
+        guard !isDisconnected, inviting[fp] == nil, !joining.contains(fp) else { return outcome }
+        report(peer, .connecting, "inviting")
+        failedInvitations[fp] = outcome
+        report(peer, .notConnected, outcome.description)
         return outcome
     }
 
@@ -1161,9 +1178,11 @@ public actor Session {
     /// - Throws: ``SessionError`` `cancelled` once the session is disconnected.
     public func connectionData(for peer: Peer) throws(SessionError) -> [UInt8] {
         guard !isDisconnected else { throw SessionError(.cancelled, "the session was disconnected") }
-        if tickets.count >= Self.ticketLimit, let oldest = tickets.keys.first { tickets[oldest] = nil }
+        ticketOrder.removeAll { tickets[$0] == nil }
+        while ticketOrder.count >= Self.ticketLimit { tickets[ticketOrder.removeFirst()] = nil }
         let ticket = SecureRandom.bytes(ConnectionData.ticketLength)
         tickets[ticket] = peer.claimedFingerprint
+        ticketOrder.append(ticket)
         return ConnectionData(
             fingerprint: identity.fingerprint, displayName: identity.displayName, ticket: ticket,
             addresses: ownAddresses()
@@ -1180,17 +1199,31 @@ public actor Session {
     public func connect(_ peer: Peer, connectionData: [UInt8], timeout: Duration = .seconds(30)) async
         -> InvitationOutcome
     {
+        // A refusal before anything is tried is reported like any failed attempt (connecting, then notConnected
+        // with the reason), so an application that only watches states learns of it.
+        func refuse(_ reason: String) -> InvitationOutcome {
+            let outcome = InvitationOutcome.refused(reason: reason)
+            let fp = peer.claimedFingerprint
+            guard members[fp] == nil, !isDisconnected, inviting[fp] == nil, directWaiters[fp] == nil else {
+                return outcome
+            }
+            report(peer, .connecting, "connecting with connection data")
+            failedInvitations[fp] = outcome
+            report(peer, .notConnected, outcome.description)
+            return outcome
+        }
         let data: ConnectionData
         do {
             data = try ConnectionData(decoding: connectionData)
         } catch {
-            return .refused(reason: error.description)
+            return refuse(error.description)
         }
         guard data.fingerprint == peer.claimedFingerprint else {
-            return .refused(reason: "the connection data is \(data.displayName)'s, not \(peer.displayName)'s")
+            return refuse("the connection data is \(data.displayName)'s, not \(peer.displayName)'s")
         }
         let fp = data.fingerprint
         if members[fp] != nil { return .accepted }
+        guard !isDisconnected else { return .refused(reason: "the session was disconnected") }
         let timeout = timeout <= .zero ? Duration.seconds(30) : timeout
         let named = Peer(identity: .advertised(fp), displayName: data.displayName)
         if identity.fingerprint.bytes.lexicographicallyPrecedes(fp.bytes) {
@@ -1236,7 +1269,7 @@ public actor Session {
         _ link: Link, id: [UInt8], context ticket: [UInt8], timeoutMilliseconds: UInt32,
         encryption: EncryptionPreference, listener: PeerNetwork.ListenerKey
     ) async {
-        guard let intended = tickets.removeValue(forKey: ticket) else {
+        guard let intended = tickets[ticket] else {
             link.send(
                 .inviteAnswer(id: id, answer: .refused, reason: "this connection ticket is not (or no longer) valid"))
             return link.close("unknown connection ticket")
@@ -1246,6 +1279,8 @@ public actor Session {
                 .inviteAnswer(id: id, answer: .refused, reason: "this connection ticket was issued to another peer"))
             return link.close("connection ticket of another peer")
         }
+        // Used up only now: someone else who saw the data cannot spend it.
+        tickets[ticket] = nil
         let invitation = Invitation(
             link: link, id: id, context: [],
             timeout: .milliseconds(Int64(timeoutMilliseconds)), serviceType: SessionWire.directServiceType,
