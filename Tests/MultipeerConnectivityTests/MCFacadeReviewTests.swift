@@ -213,3 +213,76 @@ final class BlockingRecorder: Recorder, @unchecked Sendable {
         super.session(session, didReceive: data, fromPeer: peerID)
     }
 }
+
+@Suite("MultipeerConnectivity facade: limits and rules", .serialized)
+struct MCFacadeLimitTests {
+    init() { FacadeTestSetup.prepare() }
+
+    /// Apple's 8 by default; more (or fewer) on request, and a full session says so.
+    @Test func aSessionHoldsAtMostItsMaximumNumberOfPeersAndSaysWhyWhenFull() async throws {
+        let service = FacadeTestSetup.serviceType()
+        let host = MCPeerID(displayName: "Host")
+        let session = MCSession(
+            peer: host, securityIdentity: nil, encryptionPreference: .required, maximumNumberOfPeers: 3)
+        #expect(session.maximumNumberOfPeers == 3)
+        #expect(
+            MCSession(peer: MCPeerID(displayName: "Default")).maximumNumberOfPeers == kMCSessionMaximumNumberOfPeers)
+        let log = Recorder("Host")
+        session.delegate = log
+        var guests: [(MCPeerID, MCSession, Recorder, MCNearbyServiceAdvertiser)] = []
+        for name in ["G1", "G2", "G3"] {
+            let id = MCPeerID(displayName: name)
+            let guestSession = MCSession(peer: id)
+            let recorder = Recorder(name)
+            guestSession.delegate = recorder
+            recorder.accepting.withLock { $0 = guestSession }
+            let advertiser = MCNearbyServiceAdvertiser(peer: id, discoveryInfo: nil, serviceType: service)
+            advertiser.delegate = recorder
+            advertiser.startAdvertisingPeer()
+            guests.append((id, guestSession, recorder, advertiser))
+        }
+        let browser = MCNearbyServiceBrowser(peer: host, serviceType: service)
+        browser.delegate = log
+        browser.startBrowsingForPeers()
+        defer {
+            browser.stopBrowsingForPeers()
+            session.disconnect()
+            for guest in guests {
+                guest.3.stopAdvertisingPeer()
+                guest.1.disconnect()
+            }
+        }
+        #expect(await eventually { log.snapshot().found.count == 3 })
+        for guest in guests.prefix(2) { browser.invitePeer(guest.0, to: session, withContext: nil, timeout: 10) }
+        #expect(await eventually { session.connectedPeers.count == 2 })
+        browser.invitePeer(guests[2].0, to: session, withContext: nil, timeout: 10)
+        #expect(await eventually { log.snapshot().states.contains("G3 notConnected") })
+        #expect(session.connectedPeers.count == 2)
+        guard case .security(let reason)? = session.disconnectReason(for: guests[2].0) else {
+            Issue.record("\(String(describing: session.disconnectReason(for: guests[2].0)))")
+            return
+        }
+        #expect(reason.contains("full"), "\(reason)")
+    }
+
+    /// Where Apple raises an exception, the process stops with the rule: an example app given a 64-byte name.
+    @Test func aDisplayNameBeyond63BytesStopsTheProcessNamingTheRule() throws {
+        let binary = MCSourceCompatibilityTests.root.appendingPathComponent(".build/debug/PeerLists").path
+        try #require(FileManager.default.isExecutableFile(atPath: binary), "build the package first")
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("mc-rule-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = [String(repeating: "n", count: 64)]
+        process.environment = ["HOME": home.path, "MULTIPEER_LOOPBACK": "1", "SWIFT_BACKTRACE": "enable=no"]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = Pipe()
+        process.standardInput = Pipe()
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus != 0)
+        #expect(text.contains("MCPeerID(displayName:)") && text.contains("63"), "\(text.prefix(500))")
+    }
+}

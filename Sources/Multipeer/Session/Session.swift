@@ -366,12 +366,13 @@ public actor Session {
         if members[fp] != nil { return .accepted }
         if fp == identity.fingerprint { return .refused(reason: "that is this peer") }
         guard context.count <= Invitation.maximumContextLength else {
-            return .refused(
-                reason: "the context is \(context.count) bytes; an invitation carries at most "
+            return refusedAtOnce(
+                peer,
+                "the context is \(context.count) bytes; an invitation carries at most "
                     + "\(Invitation.maximumContextLength) (send more once connected)")
         }
         guard members.count + 1 < configuration.maximumPeers else {
-            return .refused(reason: "this session is full (\(configuration.maximumPeers) peers)")
+            return refusedAtOnce(peer, "this session is full (\(configuration.maximumPeers) peers)")
         }
         let timeout = timeout <= .zero ? Duration.seconds(30) : timeout
         report(peer, .connecting, "inviting")
@@ -402,6 +403,18 @@ public actor Session {
             }
             report(peer, .notConnected, outcome.description)
         }
+        return outcome
+    }
+
+    /// An invitation refused before it is sent: reported like one that failed (`connecting`, then `notConnected`
+    /// with the reason), so an application that only watches states learns of it too.
+    private func refusedAtOnce(_ peer: Peer, _ reason: String) -> InvitationOutcome {
+        let outcome = InvitationOutcome.refused(reason: reason)
+        let fp = peer.claimedFingerprint
+        guard inviting[fp] == nil, !joining.contains(fp), states[fp] == nil else { return outcome }
+        report(peer, .connecting, "inviting")
+        failedInvitations[fp] = outcome
+        report(peer, .notConnected, outcome.description)
         return outcome
     }
 
