@@ -65,9 +65,8 @@ let package = Package(
         .testTarget(
             name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
         .testTarget(
-            name: "MultipeerTests", dependencies: ["Multipeer", "MultipeerIO", "COpenSSL"], swiftSettings: strict),
-        .testTarget(
-            name: "MultipeerConnectivityTests", dependencies: ["MultipeerConnectivity", "PeerConnectivity", "Multipeer"],
+            name: "MultipeerTests",
+            dependencies: ["Multipeer", "MultipeerIO", "COpenSSL", "MultipeerConnectivity", "PeerConnectivity"],
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",

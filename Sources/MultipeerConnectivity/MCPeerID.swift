@@ -1,5 +1,6 @@
 public import Foundation
 public import Multipeer
+internal import Synchronization
 
 /// A peer in the Multipeer Connectivity API.
 ///
@@ -51,6 +52,17 @@ open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
         super.init()
     }
 
+    // MARK: Where archived identities are kept
+
+    private static let store = Mutex(PeerIdentityStore.user)
+
+    /// Where archiving a local peer ID keeps its private key, and unarchiving looks for it (an addition):
+    /// ``PeerIdentityStore/user`` (`$XDG_DATA_HOME/swift-multipeer/identities`) unless set.
+    public static var identityStore: PeerIdentityStore {
+        get { store.withLock { $0 } }
+        set { store.withLock { $0 = newValue } }
+    }
+
     // MARK: NSSecureCoding
 
     /// Peer IDs are archived with secure coding.
@@ -65,7 +77,7 @@ open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
     open func encode(with coder: NSCoder) {
         if let identity {
             do {
-                try PeerIdentityStore.user.save(identity)
+                try Self.identityStore.save(identity)
             } catch {
                 FileHandle.standardError.write(
                     Data("MultipeerConnectivity: cannot keep \(displayName)'s identity: \(error.reason)\n".utf8))
@@ -85,7 +97,7 @@ open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
             text.utf8.count < 128, let fingerprint = PeerFingerprint(text)
         else { return nil }
         self.fingerprint = fingerprint
-        identity = try? PeerIdentityStore.user.identity(for: fingerprint)
+        identity = try? Self.identityStore.identity(for: fingerprint)
         // Our own key: the name saved with it, not one an archive from elsewhere may claim for it.
         displayName = identity?.displayName ?? name
         nativePeer = Peer(

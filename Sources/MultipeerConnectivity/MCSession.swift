@@ -123,7 +123,7 @@ open class MCSession: NSObject, @unchecked Sendable {
         guard myPeerID.identity != nil else {
             invalidArgument(
                 "MCSession(peer:): \(myPeerID) was not made on this device (its private key is not in "
-                    + "\(PeerIdentityStore.user.directory.path)); use MCPeerID(displayName:) or a peer ID archived here"
+                    + "\(MCPeerID.identityStore.directory.path)); use MCPeerID(displayName:) or a peer ID archived here"
             )
         }
         guard maximumNumberOfPeers >= kMCSessionMinimumNumberOfPeers else {

@@ -2,13 +2,20 @@ import Foundation
 import Multipeer
 import MultipeerConnectivity
 import Synchronization
+import Testing
+
+/// The suites of the compatibility modules: one at a time (they share the facade's one network, and the
+/// heaviest sends 100 MiB to a peer that does not read), and never during a test that counts process-wide
+/// resources.
+@Suite("Compatibility modules", .serialized, .busy)
+enum CompatibilitySuites {}
 
 /// Pins the facade to loopback and its identity folder to a temporary one, once per process.
 enum FacadeTestSetup {
     static let identityFolder: String = {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mc-tests-\(UUID().uuidString)").path
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        setenv("XDG_DATA_HOME", folder, 1)
+        MCPeerID.identityStore = PeerIdentityStore(directory: URL(fileURLWithPath: folder, isDirectory: true))
         MCNetwork.configuration = .loopback
         return folder
     }()
@@ -22,7 +29,7 @@ enum FacadeTestSetup {
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes.
-func eventually(within timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+func soon(within timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
         if ContinuousClock.now >= deadline { return false }
@@ -178,13 +185,13 @@ struct Pair {
         aliceLog.accepting.withLock { $0 = aliceSession }
         advertiser.startAdvertisingPeer()
         browser.startBrowsingForPeers()
-        guard await eventually({ bobLog.snapshot().found[alice] != nil }) else { return false }
+        guard await soon({ bobLog.snapshot().found[alice] != nil }) else { return false }
         browser.invitePeer(alice, to: bobSession, withContext: context, timeout: 10)
         _ = await eventually {
             (aliceSession.connectedPeers.contains(bob) && bobSession.connectedPeers.contains(alice))
                 || bobLog.snapshot().states.contains("Alice notConnected")
         }
-        return await eventually(within: .seconds(2)) {
+        return await soon(within: .seconds(2)) {
             aliceSession.connectedPeers.contains(bob) && bobSession.connectedPeers.contains(alice)
         }
     }

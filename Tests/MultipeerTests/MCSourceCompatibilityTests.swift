@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+
+extension CompatibilitySuites {
+    /// Apple's API, used the way apps use it (`Tests/Compatibility/AppleAPIUsage.swift`), type-checks against the
+    /// built `MultipeerConnectivity` module in Swift 5 and Swift 6 language modes, with no warning.
+    @Suite("MultipeerConnectivity source compatibility")
+    struct MCSourceCompatibilityTests {
+        static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+
+        /// Runs `swiftc -typecheck` on `file` against the modules of this build; returns the exit status and output.
+        static func typecheck(_ file: URL, languageMode: String) throws -> (Int32, String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [
+                "swiftc", "-typecheck", "-swift-version", languageMode,
+                "-I", root.appendingPathComponent(".build/debug/Modules").path,
+                "-I", root.appendingPathComponent("Sources/COpenSSL").path, file.path,
+            ]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, text)
+        }
+
+        @Test(arguments: ["5", "6"])
+        func everyMemberWithApplesLabelsTypeChecks(languageMode: String) throws {
+            let modules = Self.root.appendingPathComponent(".build/debug/Modules/MultipeerConnectivity.swiftmodule")
+            try #require(FileManager.default.fileExists(atPath: modules.path), "build the package first")
+            let (status, output) = try Self.typecheck(
+                Self.root.appendingPathComponent("Tests/Compatibility/AppleAPIUsage.swift"), languageMode: languageMode)
+            #expect(status == 0, "\(output)")
+            #expect(!output.contains("warning:"), "\(output)")
+        }
+
+        /// The check can fail: a label Apple's API does not have is refused.
+        @Test func aWrongLabelIsRefused() throws {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "mc-wrong-\(UUID().uuidString).swift")
+            try """
+            import MultipeerConnectivity
+            let peer = MCPeerID(name: "x")
+            """.write(to: file, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let (status, output) = try Self.typecheck(file, languageMode: "6")
+            #expect(status != 0)
+            #expect(output.contains("displayName"), "\(output)")
+        }
+    }
+}
