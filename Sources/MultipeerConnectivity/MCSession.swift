@@ -208,8 +208,12 @@ open class MCSession: NSObject, @unchecked Sendable {
     /// Holds a peer's first messages until its `.connected` is queued for the delegate (the two come from
     /// different streams of the native session), at most 2 s.
     private func awaitConnected(_ fp: PeerFingerprint) async {
+        // Only for a peer not yet reported connected; one that left (its reason is known) is not waited for.
+        func waiting(_ state: State) -> Bool {
+            state.reported[fp]?.state != .connected && !(state.reported[fp] == nil && state.reasons[fp] != nil)
+        }
         let deadline = ContinuousClock.now + .seconds(2)
-        while state.withLock({ $0.reported[fp]?.state != .connected }), ContinuousClock.now < deadline {
+        while state.withLock({ waiting($0) }), ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(2))
         }
     }
@@ -248,9 +252,11 @@ open class MCSession: NSObject, @unchecked Sendable {
                 } else if mapped == .connected {
                     state.reasons[fp] = nil
                 }
-                guard state.reported[fp]?.state != mapped else { return (false, finished) }
+                let previous = state.reported[fp]?.state
+                // The session a peer's state came from is recorded even when the state is unchanged, so a late
+                // notConnected from an older session cannot end a peer the new one connected.
                 state.reported[fp] = mapped == .notConnected ? nil : (mapped, generation)
-                return (true, finished)
+                return (previous != mapped, finished)
             }
             finished?.finish()
             guard changed else { return }
@@ -356,7 +362,9 @@ open class MCSession: NSObject, @unchecked Sendable {
         let reliable = mode == .reliable
         let targets = try state.withLock { state throws(MCError) -> [(Peer, PeerOutbox)] in
             var targets: [(Peer, PeerOutbox)] = []
-            for peerID in peerIDs {
+            var seen: Set<PeerFingerprint> = []
+            // Every peer is checked before any queue takes the data: a send that throws leaves nothing behind.
+            for peerID in peerIDs where seen.insert(peerID.fingerprint).inserted {
                 guard let connected = state.connected[peerID.fingerprint] else {
                     throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
                 }
@@ -370,6 +378,7 @@ open class MCSession: NSObject, @unchecked Sendable {
                 }
                 targets.append((connected.nativePeer, outbox))
             }
+            if reliable { for (_, outbox) in targets { outbox.reserve(data.count) } }
             return targets
         }
         guard !targets.isEmpty else { return completion?([:]) ?? () }
@@ -382,7 +391,8 @@ open class MCSession: NSObject, @unchecked Sendable {
 
     /// Sends data with a completion that says, per peer, whether it arrived (an addition: Apple's `send`
     /// only says it was queued). For `.reliable`, `completionHandler` runs on the session's queue once every
-    /// peer's application has taken the data, with the peers that did not get it and why (empty: all did);
+    /// peer's session has taken the data from the connection for its delegate (in order after everything sent
+    /// before), with the peers that did not get it and why (empty: all did);
     /// for `.unreliable`, once the datagrams left, with the peers they could not be sent to.
     /// - Throws: As ``send(_:toPeers:with:)``.
     open func send(
@@ -393,7 +403,8 @@ open class MCSession: NSObject, @unchecked Sendable {
         let calls = calls
         try enqueue(data, toPeers: peerIDs, with: mode) { failures in
             let errors = Dictionary(
-                uniqueKeysWithValues: failures.map { (MCPeerID(peer: $0.key), MCError($0.value) as any Error) })
+                failures.map { (MCPeerID(peer: $0.key), MCError($0.value) as any Error) },
+                uniquingKeysWith: { first, _ in first })
             calls.post { handler(errors) }
         }
     }
@@ -605,20 +616,27 @@ final class PeerOutbox: Sendable {
         }
     }
 
-    /// Whether `count` more reliable bytes fit; counts them when they do (an empty queue takes anything).
+    /// Whether `count` more reliable bytes fit (an empty queue takes anything).
     func hasRoom(for count: Int) -> Bool {
-        queued.withLock { queued in
-            guard queued == 0 || queued + count <= MCSession.maximumQueuedBytes else { return false }
-            queued += count
-            return true
-        }
+        queued.withLock { $0 == 0 || $0 + count <= MCSession.maximumQueuedBytes }
+    }
+
+    /// Counts `count` reliable bytes as queued (after ``hasRoom(for:)`` said they fit).
+    func reserve(_ count: Int) {
+        queued.withLock { $0 += count }
     }
 
     func push(_ item: Item) {
-        if item.reliable {
-            reliable.yield(item)
-        } else if case .dropped = unreliable.yield(item) {
+        let result = item.reliable ? reliable.yield(item) : unreliable.yield(item)
+        switch result {
+        case .enqueued: break
+        case .dropped:
             item.collector?.report(peer, SessionError(.unavailable, "dropped: 64 datagrams already wait"))
+        case .terminated:
+            // The peer left between the check and now.
+            if item.reliable { queued.withLock { $0 -= item.data.count } }
+            item.collector?.report(peer, SessionError(.notConnected, "\(peer.displayName) left"))
+        @unknown default: break
         }
     }
 

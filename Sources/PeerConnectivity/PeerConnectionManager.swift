@@ -81,11 +81,21 @@ public class PeerConnectionManager: @unchecked Sendable {
         var found: [Peer] = []
         var listeners: [String: Listener] = [:]
         var running: (browsing: Bool, advertising: Bool) = (false, false)
+        /// The mode of the last start, which `refresh()` starts again.
+        var mode: (browsing: Bool, advertising: Bool) = (true, true)
+        /// Automatic re-invitations in a row per peer since it was last connected.
+        var retries: [Peer: Int] = [:]
     }
+
+    /// Data waiting for listeners: a peer sending faster than the listeners take it is held back (the session's
+    /// delegate queue waits here, and flow control reaches the sender) instead of filling memory.
+    private let budget = ByteBudget(limit: 16 << 20)
 
     private struct Listener: @unchecked Sendable {
         // Safety: called on the events queue only (or on the main queue, one call at a time).
-        let call: PeerConnectionEventListener
+        /// Calls the listener with an event; a listener that runs later (on the main queue) enters the group and
+        /// leaves it when done.
+        let call: (PeerConnectionEvent, DispatchGroup) -> Void
     }
 
     /// A manager for `serviceType`. Stops with the rule broken for an invalid service type, as the original's
@@ -180,7 +190,12 @@ public class PeerConnectionManager: @unchecked Sendable {
     }
 
     private func begin(browse: Bool, advertise: Bool, _ completion: (() -> Void)?) {
-        state.withLock { $0.running = (browse, advertise) }
+        state.withLock {
+            $0.running = (browse, advertise)
+            $0.mode = (browse, advertise)
+            $0.found = []
+            $0.retries = [:]
+        }
         if advertise { advertiser.startAdvertisingPeer() }
         if browse { browser.startBrowsingForPeers() }
         emit(.started)
@@ -209,9 +224,9 @@ public class PeerConnectionManager: @unchecked Sendable {
 
     /// Stops, then starts again in the same mode.
     public func refresh(_ completion: (() -> Void)? = nil) {
-        let (browse, advertise) = state.withLock { $0.running }
+        let (browse, advertise) = state.withLock { $0.mode }
         stop()
-        begin(browse: browse || !advertise, advertise: advertise || !browse, completion)
+        begin(browse: browse, advertise: advertise, completion)
     }
 
     /// Stops browsing (no more peers are found or invited).
@@ -241,8 +256,8 @@ public class PeerConnectionManager: @unchecked Sendable {
         }
     }
 
-    /// Sends data and reports, per peer, whether its application got it: `completion` runs (on the events
-    /// queue) with the peers that did not and why; empty when every peer did.
+    /// Sends data and reports, per peer, whether it arrived (its session took it for its listeners): `completion`
+    /// runs (on the events queue) with the peers that did not and why; empty when every peer did.
     public func sendData(_ data: Data, toPeers peers: [Peer] = [], completion: @escaping ([Peer: any Error]) -> Void) {
         nonisolated(unsafe) let handler = completion
         let targets = targets(peers)
@@ -250,28 +265,31 @@ public class PeerConnectionManager: @unchecked Sendable {
         do {
             try session.send(data, toPeers: targets, with: .reliable) { failures in
                 let byPeer = Dictionary(
-                    uniqueKeysWithValues: failures.map { (Peer(peerID: $0.key, status: .notConnected), $0.value) })
+                    failures.map { (Peer(peerID: $0.key, status: .notConnected), $0.value) },
+                    uniquingKeysWith: { first, _ in first })
                 events.async { handler(byPeer) }
             }
         } catch {
             let failure = error
             events.async {
                 handler(
-                    Dictionary(uniqueKeysWithValues: targets.map { (Peer(peerID: $0, status: .notConnected), failure) })
+                    Dictionary(
+                        targets.map { (Peer(peerID: $0, status: .notConnected), failure) },
+                        uniquingKeysWith: { first, _ in first })
                 )
             }
         }
     }
 
-    /// Sends a dictionary archived with `NSKeyedArchiver` (secure coding); peers get `.receivedEvent`.
+    /// Sends a dictionary of strings, numbers, booleans, dates, data, arrays and dictionaries; peers get
+    /// `.receivedEvent`. (JSON on the wire: the original's `NSKeyedArchiver` form cannot be decoded safely here.)
     @available(*, deprecated, message: "Use sendMessage(_:toPeers:) with PeerMessage types for type-safe messaging")
     public func sendEvent(_ eventInfo: [String: Any], toPeers peers: [Peer] = []) {
-        do {
-            let data = try NSKeyedArchiver.archivedData(withRootObject: eventInfo, requiringSecureCoding: true)
-            sendData(data, toPeers: peers)
-        } catch {
-            report("sendEvent: cannot archive the event: \(error.localizedDescription)")
+        guard let data = EventCoding.encode(eventInfo) else {
+            return report(
+                "sendEvent: an event carries strings, numbers, booleans, dates, data, arrays and dictionaries only")
         }
+        sendData(data, toPeers: peers)
     }
 
     /// Sends a typed message as JSON; peers get `.receivedMessage` and their `observeMessages` listeners.
@@ -295,7 +313,9 @@ public class PeerConnectionManager: @unchecked Sendable {
             nonisolated(unsafe) let handler = completion
             events.async {
                 handler(
-                    Dictionary(uniqueKeysWithValues: targets.map { (Peer(peerID: $0, status: .notConnected), failure) })
+                    Dictionary(
+                        targets.map { (Peer(peerID: $0, status: .notConnected), failure) },
+                        uniquingKeysWith: { first, _ in first })
                 )
             }
         }
@@ -340,26 +360,31 @@ public class PeerConnectionManager: @unchecked Sendable {
         _ listener: @escaping PeerConnectionEventListener, performListenerInBackground background: Bool = false,
         withKey key: String
     ) {
-        let call: PeerConnectionEventListener
+        let call: (PeerConnectionEvent, DispatchGroup) -> Void
         if background {
-            call = listener
+            call = { event, _ in listener(event) }
         } else {
-            call = { event in
+            call = { event, group in
                 nonisolated(unsafe) let event = event
                 nonisolated(unsafe) let listener = listener
-                DispatchQueue.main.async { listener(event) }
+                group.enter()
+                DispatchQueue.main.async {
+                    listener(event)
+                    group.leave()
+                }
             }
         }
         state.withLock { $0.listeners[key] = Listener(call: call) }
     }
 
-    /// Calls `listener` with each event dictionary received (`sendEvent`), on the main queue.
+    /// Calls `listener` with each event dictionary received (`sendEvent`), on the manager's queue (in the
+    /// background, as the original did).
     @available(*, deprecated, message: "Use observeMessages(ofType:forKey:listener:) for type-safe messaging")
     public func observeEventListenerForKey(_ key: String, listener: @escaping ([String: Any], Peer) -> Void) {
         listenOn(
             { event in
                 if case .receivedEvent(let peer, let info) = event { listener(info, peer) }
-            }, withKey: key)
+            }, performListenerInBackground: true, withKey: key)
     }
 
     /// Calls `listener` on the main queue with each message of type `T`; one that does not decode is reported as
@@ -371,6 +396,9 @@ public class PeerConnectionManager: @unchecked Sendable {
             { [weak self] event in
                 guard case .receivedMessage(let peer, T.messageType, let data) = event else { return }
                 do {
+                    guard EventCoding.isSafeJSON(data) else {
+                        throw CocoaError(.coderReadCorrupt, userInfo: [NSLocalizedDescriptionKey: "nested too deep"])
+                    }
                     listener(try JSONDecoder().decode(T.self, from: data), peer)
                 } catch {
                     self?.emit(.error(MessageDecodingError(messageType: T.messageType, peer: peer, reason: "\(error)")))
@@ -388,13 +416,19 @@ public class PeerConnectionManager: @unchecked Sendable {
         state.withLock { $0.listeners = [:] }
     }
 
-    /// Delivers `event` to every listener, in order with every other event.
-    func emit(_ event: PeerConnectionEvent) {
+    /// Delivers `event` to every listener, in order with every other event; `done` runs once every listener
+    /// (also those on the main queue) has had it.
+    func emit(_ event: PeerConnectionEvent, done: (@Sendable () -> Void)? = nil) {
         nonisolated(unsafe) let event = event
         events.async { [weak self] in
-            guard let self else { return }
+            guard let self else {
+                done?()
+                return
+            }
             let listeners = self.state.withLock { Array($0.listeners.values) }
-            for listener in listeners { listener.call(event) }
+            let group = DispatchGroup()
+            for listener in listeners { listener.call(event, group) }
+            if let done { group.notify(queue: self.events, execute: done) }
         }
     }
 
@@ -403,7 +437,8 @@ public class PeerConnectionManager: @unchecked Sendable {
     func found(_ peerID: MCPeerID, info: PeerDiscoveryInfo?) {
         let peer = Peer(peerID: peerID, status: .notConnected)
         let list = state.withLock { state -> [Peer]? in
-            guard !state.found.contains(peer) else { return nil }
+            // A report still on its way when browsing stopped does not count.
+            guard state.running.browsing, !state.found.contains(peer) else { return nil }
             state.found.append(peer)
             return state.found
         }
@@ -469,24 +504,50 @@ public class PeerConnectionManager: @unchecked Sendable {
             case .connecting: .connecting
             case .notConnected: .notConnected
             }
-        emit(.devicesChanged(peer: Peer(peerID: peerID, status: status), connectedPeers: connectedPeers))
+        let peer = Peer(peerID: peerID, status: status)
+        emit(.devicesChanged(peer: peer, connectedPeers: connectedPeers))
+        // `.automatic` keeps trying a found peer that dropped out or whose invitation failed (the original
+        // refreshed the whole manager for this), at most 3 times in a row, a second apart.
+        let retry = self.state.withLock { state -> Bool in
+            if status == .connected { state.retries[peer] = nil }
+            guard status == .notConnected, connectionType == .automatic, state.running.browsing,
+                state.found.contains(peer), state.retries[peer, default: 0] < 3
+            else { return false }
+            state.retries[peer, default: 0] += 1
+            return true
+        }
+        guard retry else { return }
+        let browser = browser
+        let session = session
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
+            guard let self, self.state.withLock({ $0.running.browsing }), !session.connectedPeers.contains(peerID)
+            else { return }
+            browser.invitePeer(peerID, to: session, withContext: nil, timeout: 30)
+        }
     }
 
+    /// Called on the session's delegate queue, which waits here while listeners have 16 MiB of data to take.
     func received(_ data: Data, from peerID: MCPeerID) {
         let peer = Peer(peerID: peerID, status: .connected)
-        emit(.receivedData(peer: peer, data: data))
-        if let envelope = try? JSONDecoder().decode([String: Data].self, from: data), envelope.count == 2,
-            let type = envelope["type"].flatMap({ String(data: $0, encoding: .utf8) }),
-            let payload = envelope["payload"]
-        {
-            return emit(.receivedMessage(peer: peer, messageType: type, data: payload))
+        budget.take(data.count)
+        let budget = budget
+        let count = data.count
+        let release: @Sendable () -> Void = { budget.give(count) }
+        // JSON a peer sent is parsed only when short and shallow enough (see EventCoding).
+        if data.first == UInt8(ascii: "{"), EventCoding.isSafeJSON(data) {
+            if let envelope = try? JSONDecoder().decode([String: Data].self, from: data), envelope.count == 2,
+                let type = envelope["type"].flatMap({ String(data: $0, encoding: .utf8) }),
+                let payload = envelope["payload"]
+            {
+                emit(.receivedData(peer: peer, data: data))
+                return emit(.receivedMessage(peer: peer, messageType: type, data: payload), done: release)
+            }
+            if let info = EventCoding.decode(data) {
+                emit(.receivedData(peer: peer, data: data))
+                return emit(.receivedEvent(peer: peer, eventInfo: info), done: release)
+            }
         }
-        let classes: [AnyClass] = [
-            NSDictionary.self, NSArray.self, NSString.self, NSNumber.self, NSDate.self, NSData.self,
-        ]
-        if let info = (try? NSKeyedUnarchiver.unarchivedObject(ofClasses: classes, from: data)) as? [String: Any] {
-            emit(.receivedEvent(peer: peer, eventInfo: info))
-        }
+        emit(.receivedData(peer: peer, data: data), done: release)
     }
 
     func receivedStream(_ stream: InputStream, name: String, from peerID: MCPeerID) {
@@ -506,7 +567,10 @@ public class PeerConnectionManager: @unchecked Sendable {
                 try FileManager.default.createDirectory(
                     at: receivedResourcesDirectory, withIntermediateDirectories: true,
                     attributes: [.posixPermissions: 0o700])
-                let target = receivedResourcesDirectory.appendingPathComponent(url.lastPathComponent)
+                // A folder per resource: two with the same name never collide.
+                let folder = receivedResourcesDirectory.appendingPathComponent(UUID().uuidString, isDirectory: true)
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+                let target = folder.appendingPathComponent(url.lastPathComponent)
                 try FileManager.default.moveItem(at: url, to: target)
                 kept = target
             } catch {
@@ -605,5 +669,33 @@ final class DelegateBridge: NSObject, MCSessionDelegate, MCNearbyServiceAdvertis
 
     func browser(_ browser: MCNearbyServiceBrowser, didNotStartBrowsingForPeers error: any Error) {
         manager?.failed(error)
+    }
+}
+
+/// A byte budget one side takes from (waiting while it is spent) and the other gives back to.
+final class ByteBudget: @unchecked Sendable {
+    // Safety: `used` is only touched while `condition` is locked.
+    private let condition = NSCondition()
+    private var used = 0
+    private let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Takes `count` bytes, waiting while the budget is spent (a single take larger than the limit waits for all).
+    func take(_ count: Int) {
+        condition.lock()
+        while used > 0 && used + count > limit { condition.wait() }
+        used += count
+        condition.unlock()
+    }
+
+    /// Gives `count` bytes back.
+    func give(_ count: Int) {
+        condition.lock()
+        used -= count
+        condition.broadcast()
+        condition.unlock()
     }
 }

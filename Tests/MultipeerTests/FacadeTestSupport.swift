@@ -187,7 +187,7 @@ struct Pair {
         browser.startBrowsingForPeers()
         guard await soon({ bobLog.snapshot().found[alice] != nil }) else { return false }
         browser.invitePeer(alice, to: bobSession, withContext: context, timeout: 10)
-        _ = await eventually {
+        _ = await soon {
             (aliceSession.connectedPeers.contains(bob) && bobSession.connectedPeers.contains(alice))
                 || bobLog.snapshot().states.contains("Alice notConnected")
         }

@@ -65,20 +65,20 @@ extension CompatibilitySuites {
             #expect(bobSeen.found.count == 1)  // never its own advertisement
             let invitation = try #require(pair.aliceLog.snapshot().invitations.first)
             #expect(invitation.0 == pair.bob && invitation.1 == Data("hello".utf8))
-            #expect(await eventually { pair.bobLog.snapshot().states.count >= 2 })
+            #expect(await soon { pair.bobLog.snapshot().states.count >= 2 })
             #expect(pair.bobLog.snapshot().states.prefix(2) == ["Alice connecting", "Alice connected"])
-            #expect(await eventually { pair.aliceLog.snapshot().states.contains("Bob connected") })
+            #expect(await soon { pair.aliceLog.snapshot().states.contains("Bob connected") })
 
             try pair.bobSession.send(Data("red".utf8), toPeers: [pair.alice], with: .reliable)
             try pair.aliceSession.send(Data("blue".utf8), toPeers: [pair.bob], with: .reliable)
             for index in 0..<100 {
                 try pair.bobSession.send(Data([UInt8(index)]), toPeers: [pair.alice], with: .reliable)
             }
-            #expect(await eventually { pair.aliceLog.snapshot().data.count == 101 })
+            #expect(await soon { pair.aliceLog.snapshot().data.count == 101 })
             let aliceGot = pair.aliceLog.snapshot().data
             #expect(aliceGot.first?.1 == Data("red".utf8) && aliceGot.first?.0 == pair.bob)
             #expect(aliceGot.dropFirst().map { $0.1 } == (0..<100).map { Data([UInt8($0)]) })  // in order
-            #expect(await eventually { pair.bobLog.snapshot().data.first?.1 == Data("blue".utf8) })
+            #expect(await soon { pair.bobLog.snapshot().data.first?.1 == Data("blue".utf8) })
             // Delegates run on the sessions' private queues, never the main thread.
             #expect(pair.aliceLog.snapshot().onMainThread == 0 && pair.aliceLog.snapshot().overlapping == 0)
 
@@ -99,9 +99,9 @@ extension CompatibilitySuites {
             defer { pair.stop() }
             pair.advertiser.startAdvertisingPeer()
             pair.browser.startBrowsingForPeers()
-            #expect(await eventually { pair.bobLog.snapshot().found[pair.alice] != nil })
+            #expect(await soon { pair.bobLog.snapshot().found[pair.alice] != nil })
             pair.browser.invitePeer(pair.alice, to: pair.bobSession, withContext: nil, timeout: 0)
-            #expect(await eventually { pair.bobLog.snapshot().states.contains("Alice notConnected") })
+            #expect(await soon { pair.bobLog.snapshot().states.contains("Alice notConnected") })
             #expect(pair.bobLog.snapshot().states == ["Alice connecting", "Alice notConnected"])
             #expect(pair.bobLog.snapshot().reasons == [.declined("declined")])
             #expect(pair.aliceLog.snapshot().invitations.first?.1 == nil)
@@ -115,7 +115,7 @@ extension CompatibilitySuites {
             let pair = Pair(alice: alice, bob: bob)
             defer { pair.stop() }
             #expect(await pair.connect() == false)
-            #expect(await eventually { pair.bobLog.snapshot().states.contains("Alice notConnected") })
+            #expect(await soon { pair.bobLog.snapshot().states.contains("Alice notConnected") })
             let reason = try #require(pair.bobLog.snapshot().reasons.first ?? nil)
             guard case .security = reason else {
                 Issue.record("expected a security reason, got \(reason)")
@@ -128,7 +128,7 @@ extension CompatibilitySuites {
             defer { pair.stop() }
             pair.aliceLog.acceptCertificates.withLock { $0 = false }
             #expect(await pair.connect() == false)
-            #expect(await eventually { pair.bobLog.snapshot().states.contains("Alice notConnected") })
+            #expect(await soon { pair.bobLog.snapshot().states.contains("Alice notConnected") })
             #expect(pair.aliceSession.connectedPeers.isEmpty && pair.bobSession.connectedPeers.isEmpty)
         }
 
@@ -151,7 +151,7 @@ extension CompatibilitySuites {
                 output.close()
             }
             writer.start()
-            #expect(await eventually { !pair.aliceLog.streams.isEmpty })
+            #expect(await soon { !pair.aliceLog.streams.isEmpty })
             let (received0, name, from) = try #require(pair.aliceLog.streams.first)
             nonisolated(unsafe) let input = received0
             #expect(name == "photo" && from == pair.bob)
@@ -184,10 +184,10 @@ extension CompatibilitySuites {
                 done.finish($0)
             }
             #expect(progress != nil)
-            #expect(await eventually { done.result != nil })
+            #expect(await soon { done.result != nil })
             #expect(done.result == .some(nil))
             #expect(progress?.completedUnitCount == 300_000 && progress?.totalUnitCount == 300_000)
-            #expect(await eventually { !pair.aliceLog.snapshot().resourcesFinished.isEmpty })
+            #expect(await soon { !pair.aliceLog.snapshot().resourcesFinished.isEmpty })
             let started = try #require(pair.aliceLog.snapshot().resourcesStarted.first)
             #expect(started.0 == "../../etc/passwd" && started.1 == pair.bob && started.2 == 300_000)
             let finished = try #require(pair.aliceLog.snapshot().resourcesFinished.first)
@@ -199,7 +199,7 @@ extension CompatibilitySuites {
                 at: URL(string: "ftp://example.invalid/x")!, withName: "x", toPeer: pair.alice
             ) { refused.finish($0) }
             #expect(none == nil)
-            #expect(await eventually { refused.result != nil })
+            #expect(await soon { refused.result != nil })
             #expect((refused.error as? MCError)?.code == .unsupported)
         }
 
@@ -208,9 +208,9 @@ extension CompatibilitySuites {
             defer { pair.stop() }
             #expect(await pair.connect())
             pair.bobSession.disconnect()
-            #expect(await eventually { pair.aliceLog.snapshot().states.contains("Bob notConnected") })
+            #expect(await soon { pair.aliceLog.snapshot().states.contains("Bob notConnected") })
             #expect(
-                await eventually { pair.bobSession.connectedPeers.isEmpty && pair.aliceSession.connectedPeers.isEmpty })
+                await soon { pair.bobSession.connectedPeers.isEmpty && pair.aliceSession.connectedPeers.isEmpty })
             let reason = try #require(pair.aliceLog.snapshot().reasons.last ?? nil)
             guard case .disconnected = reason else {
                 Issue.record("expected disconnected, got \(reason)")
@@ -218,7 +218,7 @@ extension CompatibilitySuites {
             }
             // Apple's sessions wedge when reused; this one invites again.
             pair.browser.invitePeer(pair.alice, to: pair.bobSession, withContext: nil, timeout: 10)
-            #expect(await eventually { pair.bobSession.connectedPeers == [pair.alice] })
+            #expect(await soon { pair.bobSession.connectedPeers == [pair.alice] })
         }
     }
 }
@@ -257,9 +257,9 @@ extension CompatibilitySuites.MCFacadeTests {
         let bobData = try #require(forAlice)
         aliceSession.connectPeer(bobAsAliceSeesHim, withNearbyConnectionData: bobData)
         bobSession.connectPeer(aliceAsBobSeesHer, withNearbyConnectionData: forBob)
-        #expect(await eventually { aliceSession.connectedPeers == [bob] && bobSession.connectedPeers == [alice] })
+        #expect(await soon { aliceSession.connectedPeers == [bob] && bobSession.connectedPeers == [alice] })
         try aliceSession.send(Data("over custom discovery".utf8), toPeers: [bob], with: .reliable)
-        #expect(await eventually { bobLog.snapshot().data.first?.1 == Data("over custom discovery".utf8) })
+        #expect(await soon { bobLog.snapshot().data.first?.1 == Data("over custom discovery".utf8) })
         // Data meant for someone else is refused, with the reason.
         // Carol's fingerprint is below Alice's, so Carol dials (and presents the ticket Alice issued for Bob).
         var carol = MCPeerID(displayName: "Carol")
@@ -271,7 +271,7 @@ extension CompatibilitySuites.MCFacadeTests {
         carolSession.delegate = carolLog
         defer { carolSession.disconnect() }
         carolSession.connectPeer(aliceAsBobSeesHer, withNearbyConnectionData: forBob)
-        #expect(await eventually { carolSession.disconnectReason(for: alice) != nil })
+        #expect(await soon { carolSession.disconnectReason(for: alice) != nil })
         guard case .security(let reason) = carolSession.disconnectReason(for: alice) else {
             Issue.record("expected a refusal, got \(String(describing: carolSession.disconnectReason(for: alice)))")
             return

@@ -109,18 +109,18 @@ extension CompatibilitySuites {
             }
             ann.start()
             ben.start()
-            #expect(await eventually { ann.connectedPeers.count == 1 && ben.connectedPeers.count == 1 })
-            #expect(await eventually { benLog.contains("found Ann info room=lobby") })  // discovery info arrives
+            #expect(await soon { ann.connectedPeers.count == 1 && ben.connectedPeers.count == 1 })
+            #expect(await soon { benLog.contains("found Ann info room=lobby") })  // discovery info arrives
             #expect(benLog.contains("found Ann"))
-            #expect(await eventually { ann.foundPeers.map(\.displayName) == ["Ben"] })
-            #expect(await eventually { annLog.all.contains { $0.hasPrefix("changed Ben connected [Ben]") } })
+            #expect(await soon { ann.foundPeers.map(\.displayName) == ["Ben"] })
+            #expect(await soon { annLog.all.contains { $0.hasPrefix("changed Ben connected [Ben]") } })
 
             // Events to everyone and to one peer, as the original README shows.
             let when = Date(timeIntervalSince1970: 1_700_000_000)
             Legacy.sendEvent(ben, ["EventKey": when, "count": 3])
             let annPeer = try #require(ben.connectedPeers.first)
             Legacy.sendEvent(ben, ["only": "you"], toPeers: [annPeer])
-            #expect(await eventually { annLog.eventInfos.count == 2 })
+            #expect(await soon { annLog.eventInfos.count == 2 })
             #expect(annLog.eventInfos.first?["EventKey"] as? Date == when)
             #expect(annLog.eventInfos.first?["count"] as? Int == 3)
             #expect(annLog.eventInfos.last?["only"] as? String == "you")
@@ -129,10 +129,10 @@ extension CompatibilitySuites {
             let outcome = Mutex<[Peer: any Error]?>(nil)
             for number in 0..<50 { ben.sendMessage(Note(text: "n", number: number)) }
             ben.sendMessage(Note(text: "last", number: 50)) { failures in outcome.withLock { $0 = failures } }
-            #expect(await eventually { outcome.withLock { $0 != nil } })
+            #expect(await soon { outcome.withLock { $0 != nil } })
             #expect(outcome.withLock { $0?.isEmpty } == true)
             // observeMessages delivers on the main queue, which this test process runs.
-            #expect(await eventually { received.withLock { $0.count == 51 } })
+            #expect(await soon { received.withLock { $0.count == 51 } })
             #expect(received.withLock { $0.map(\.number) } == Array(0...50))
             #expect(annLog.all.filter { $0 == "message Ben Note" }.count == 51)
 
@@ -141,7 +141,7 @@ extension CompatibilitySuites {
             output.open()
             _ = output.write([1, 2, 3, 4], maxLength: 4)
             output.close()
-            #expect(await eventually { annLog.contains("stream Ben s") })
+            #expect(await soon { annLog.contains("stream Ben s") })
             let input = try #require(annLog.receivedStreams.first?.0 as? InputStream)
             input.open()
             var buffer = [UInt8](repeating: 0, count: 8)
@@ -153,7 +153,7 @@ extension CompatibilitySuites {
                 file, withName: "nine.bin", toPeers: [annPeer], withCompletionHandler: nil)
             #expect(progress.count == 1)
             // The file is still there when the (queued) listener runs: the manager kept it.
-            #expect(await eventually { annLog.contains("resource finished Ben nine.bin 70000 true") })
+            #expect(await soon { annLog.contains("resource finished Ben nine.bin 70000 true") })
             try? FileManager.default.removeItem(at: ann.receivedResourcesDirectory)
         }
 
@@ -167,13 +167,13 @@ extension CompatibilitySuites {
             }
             ann.start()
             ben.start()
-            #expect(await eventually { ann.connectedPeers.count == 1 && ben.connectedPeers.count == 1 })
+            #expect(await soon { ann.connectedPeers.count == 1 && ben.connectedPeers.count == 1 })
             let annPeer = try #require(ben.connectedPeers.first)
             ann.stop()
-            #expect(await eventually { ben.connectedPeers.isEmpty })
+            #expect(await soon { ben.connectedPeers.isEmpty })
             let outcome = Mutex<[Peer: any Error]?>(nil)
             ben.sendData(Data([1]), toPeers: [annPeer]) { failures in outcome.withLock { $0 = failures } }
-            #expect(await eventually { outcome.withLock { $0 != nil } })
+            #expect(await soon { outcome.withLock { $0 != nil } })
             let failure = try #require(outcome.withLock { $0?[annPeer] })
             #expect((failure as? MCError)?.code == .notConnected)
         }
@@ -193,8 +193,8 @@ extension CompatibilitySuites {
             }
             // A new manager for the same service type stops the previous one: keep these three apart by role.
             for manager in [ann, ben, eve] { manager.start() }
-            #expect(await eventually { ann.connectedPeers.map(\.displayName) == ["Ben"] })
-            #expect(await eventually { ben.connectedPeers.map(\.displayName) == ["Ann"] })
+            #expect(await soon { ann.connectedPeers.map(\.displayName) == ["Ben"] })
+            #expect(await soon { ben.connectedPeers.map(\.displayName) == ["Ann"] })
             try await Task.sleep(for: .seconds(1))
             #expect(eve.connectedPeers.isEmpty)
             #expect(!ann.connectedPeers.contains { $0.displayName == "Eve" })
@@ -225,19 +225,19 @@ extension CompatibilitySuites {
             }
             ann.start()
             ben.start()
-            #expect(await eventually { model.discoveredPeers.map(\.displayName) == ["Ann"] })
+            #expect(await soon { model.discoveredPeers.map(\.displayName) == ["Ann"] })
             // Nobody invites by itself in these modes.
             try await Task.sleep(for: .milliseconds(500))
             #expect(ann.connectedPeers.isEmpty && answered.withLock { $0 } == 0)
             let annPeer = try #require(model.discoveredPeers.first)
             model.invitePeer(annPeer, withContext: Data("no".utf8), timeout: 5)
-            #expect(await eventually { annLog.contains("invitation Ben no") })
-            #expect(await eventually { answered.withLock { $0 } == 1 })
+            #expect(await soon { annLog.contains("invitation Ben no") })
+            #expect(await soon { answered.withLock { $0 } == 1 })
             try await Task.sleep(for: .milliseconds(300))
             #expect(ben.connectedPeers.isEmpty)
             model.invitePeer(annPeer, withContext: Data("please".utf8), timeout: 5)
-            #expect(await eventually { ben.connectedPeers.map(\.displayName) == ["Ann"] })
-            #expect(await eventually { model.discoveredPeers.first?.status == .connected })
+            #expect(await soon { ben.connectedPeers.map(\.displayName) == ["Ann"] })
+            #expect(await soon { model.discoveredPeers.first?.status == .connected })
             // A removed listener hears nothing more.
             ann.removeListenerForKey("log")
             let before = annLog.all.count

@@ -42,6 +42,9 @@ public actor Session {
     private var pendingAcks: [AckKey: CheckedContinuation<SessionError?, Never>] = [:]
     /// Receipts that came before their sender started waiting (the message was read at once).
     private var earlyReceipts: Set<AckKey> = []
+    /// Messages queued by ``sendExpectingReceipt(_:to:)`` whose sender has not started waiting: their receipts
+    /// are kept whenever they come (at most 65,536 such messages; beyond, only recent receipts are kept).
+    private var expectingReceipts: Set<AckKey> = []
     /// What each member and reconnecting peer is owed and has sent: numbered messages across links.
     private var conversations: [PeerFingerprint: Conversation] = [:]
     /// The longest message each peer accepts, as its last link announced.
@@ -263,6 +266,9 @@ public actor Session {
         }
         switch await conversation.enqueue(data, receipt: true) {
         case .success(let sequence):
+            if expectingReceipts.count < 65_536 {
+                expectingReceipts.insert(AckKey(fingerprint: fp, sequence: sequence))
+            }
             return PendingDelivery(
                 session: self, peer: peer, key: AckKey(fingerprint: fp, sequence: sequence), conversation: conversation)
         case .failure(let error):
@@ -272,7 +278,11 @@ public actor Session {
 
     /// Waits for the receipt of a message queued by ``sendExpectingReceipt(_:to:)``.
     func awaitReceipt(_ key: AckKey, peer: Peer, conversation: Conversation) async throws(SessionError) {
+        expectingReceipts.remove(key)
         if earlyReceipts.remove(key) != nil { return }
+        guard pendingAcks[key] == nil else {
+            throw SessionError(.invalidParameter, "already waiting for the receipt of message \(key.sequence)")
+        }
         guard conversations[key.fingerprint] === conversation else {
             throw SessionError(.notConnected, "\(peer.displayName) left before the message was delivered")
         }
@@ -295,6 +305,7 @@ public actor Session {
             waiter.resume(returning: failure)
         }
         earlyReceipts = earlyReceipts.filter { $0.fingerprint != fp }
+        expectingReceipts = expectingReceipts.filter { $0.fingerprint != fp }
     }
 
     /// Opens a byte stream to a member; the writer waits while the reader is slow.
@@ -1074,6 +1085,8 @@ public actor Session {
         let key = AckKey(fingerprint: fp, sequence: id)
         if let waiter = pendingAcks.removeValue(forKey: key) {
             waiter.resume(returning: nil)
+        } else if expectingReceipts.remove(key) != nil {
+            earlyReceipts.insert(key)  // its sender will ask
         } else if let conversation = conversations[fp], id < conversation.nextSequenceNumber,
             id + 64 >= conversation.nextSequenceNumber, earlyReceipts.count < 4_096
         {

@@ -83,9 +83,10 @@ public struct PendingDelivery: Sendable {
     /// The message's number (as `send` returns it).
     public var sequence: UInt64 { key.sequence }
 
-    /// Returns once the peer's application has taken the message.
+    /// Returns once the peer's session has taken the message from the connection (its application is handed it
+    /// in order after everything sent before). Call it once.
     /// - Throws: ``SessionError`` `notConnected` when the peer left first (or was not back within the reconnection
-    ///   grace), `cancelled` when this session disconnected.
+    ///   grace), `cancelled` when this session disconnected, `invalidParameter` when already waiting.
     public func delivered() async throws(SessionError) {
         try await session.awaitReceipt(key, peer: peer, conversation: conversation)
     }
