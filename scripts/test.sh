@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 # `sysctl` in scripts/netlab.sh), peers we did not write (python-zeroconf, avahi-daemon, avahi-browse and a
 # private dbus-daemon), and the iperf3 baseline of `multipeer-bench`.
 build_packages=(libssl-dev pkg-config)
-test_packages=(iproute2 procps python3-zeroconf avahi-daemon avahi-utils dbus iperf3)
+test_packages=(iproute2 procps python3-zeroconf avahi-daemon avahi-utils dbus iperf3 tmux)
 
 # Prints the packages of the arguments that are not installed ("ii" in dpkg's database: a package removed
 # with its configuration files kept is still known to dpkg, but not installed).

@@ -33,6 +33,8 @@ public final class NetLab: Sendable {
         var hosts: [Host] = []
         var processes: [LabProcess] = []
         var tornDown = false
+        /// Processes started so far (each gets a data folder of its own).
+        var started = 0
     }
 
     private let state = Mutex(State())
@@ -187,6 +189,12 @@ public final class NetLab: Sendable {
         for (key, value) in environment ?? [:] { env[key] = value }
         return try state.withLock { s in
             guard !s.tornDown else { throw NetLabError.unavailable("the lab \(id) was torn down") }
+            // Each process has a data folder of its own (`XDG_DATA_HOME`, where peers keep their identity), so
+            // processes of one lab are different peers unless the caller says otherwise.
+            s.started += 1
+            if environment?["XDG_DATA_HOME"] == nil {
+                env["XDG_DATA_HOME"] = dataRoot.appendingPathComponent("p\(s.started)").path
+            }
             let process = try ProcessLauncher.launch(
                 Self.ipPath!, ["netns", "exec", ns, executable] + arguments, environment: env, interactive: interactive)
             s.processes.removeAll { $0.exitStatus != nil }
@@ -255,6 +263,12 @@ public final class NetLab: Sendable {
         // Hosts that failed half-way through creation are not in `hosts`: delete by prefix.
         Self.deleteNamespaces(Self.labNamespaces().filter { $0.hasPrefix("\(Self.namePrefix)\(id)-") })
         for process in processes { process.waitForExit(timeout: .seconds(5)) }
+        try? FileManager.default.removeItem(at: dataRoot)
+    }
+
+    /// Where the lab's processes keep their data (removed at teardown).
+    private var dataRoot: URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("\(Self.namePrefix)\(id)-data", isDirectory: true)
     }
 
     // MARK: Private

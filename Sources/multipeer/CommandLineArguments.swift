@@ -55,6 +55,12 @@ struct CommandLineArguments {
         return remaining.remove(at: index)
     }
 
+    /// Removes and returns the next positional argument, or nil when there is none.
+    mutating func optionalPositional() -> String? {
+        guard let index = remaining.firstIndex(where: { !$0.hasPrefix("--") }) else { return nil }
+        return remaining.remove(at: index)
+    }
+
     /// Fails if anything is left over.
     func finish() throws(UsageError) {
         if let first = remaining.first { throw UsageError("unexpected argument '\(first)'") }

@@ -11,22 +11,26 @@ struct ConnectionOptions {
     var configuration: ConnectionConfiguration
 
     init(parsing arguments: inout CommandLineArguments, defaultName: String) throws(UsageError) {
-        let name = try arguments.value(of: "--name") ?? defaultName
-        let identity: PeerIdentity
+        let chosenName = try arguments.value(of: "--name")
+        let path = try arguments.value(of: "--identity") ?? Self.defaultIdentityPath
+        var identity: PeerIdentity
         do {
-            if let path = try arguments.value(of: "--identity") {
-                // Made on first use (mode 0600), so one option gives a peer the same identity every time.
-                if FileManager.default.fileExists(atPath: path) {
-                    identity = try PeerIdentity.load(from: path)
-                } else {
-                    identity = try PeerIdentity.generate(displayName: name)
-                    try identity.save(to: path)
-                }
+            // Made on first use (mode 0600), so a peer keeps its identity from run to run: the user's own file
+            // by default, or the one --identity names.
+            if FileManager.default.fileExists(atPath: path) {
+                identity = try PeerIdentity.load(from: path)
             } else {
-                identity = try PeerIdentity.generate(displayName: name)
+                identity = try PeerIdentity.generate(displayName: chosenName ?? defaultName)
+                try FileManager.default.createDirectory(
+                    atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
+                try identity.save(to: path)
             }
+            if let chosenName, chosenName != identity.displayName { identity = try identity.renamed(chosenName) }
         } catch let error as UsageError {
             throw error
+        } catch let error as IdentityError {
+            throw UsageError(error.reason)
         } catch {
             throw UsageError("\(error)")
         }
@@ -54,6 +58,11 @@ struct ConnectionOptions {
             configuration.silenceTimeout = .milliseconds(Int(seconds * 1000))
             configuration.keepaliveInterval = .milliseconds(Int(seconds * 1000 / 3))
         }
+    }
+
+    /// The user's identity file: `$XDG_DATA_HOME/swift-multipeer/identity` (or under `~/.local/share`).
+    static var defaultIdentityPath: String {
+        PeerIdentityStore.dataDirectory.appendingPathComponent("identity").path
     }
 
     /// Parses `HOST:PORT` or `[IPV6]:PORT`.

@@ -11,8 +11,10 @@ struct MultipeerTool {
         ("listen", ListenCommand.usage, ListenCommand.summary),
         ("connect", ConnectCommand.usage, ConnectCommand.summary),
         ("chat", ChatCommand.usage, ChatCommand.summary),
+        ("colors", ColorsCommand.usage, ColorsCommand.summary),
         ("send", FilesCommand.sendUsage, FilesCommand.sendSummary),
         ("receive", FilesCommand.receiveUsage, FilesCommand.receiveSummary),
+        ("identity", IdentityCommand.usage, IdentityCommand.summary),
     ]
 
     static var help: String {
@@ -45,8 +47,10 @@ struct MultipeerTool {
             case "listen": status = try await ListenCommand(arguments: arguments).run()
             case "connect": status = try await ConnectCommand(arguments: arguments).run()
             case "chat": status = try await ChatCommand(arguments: arguments).run()
+            case "colors": status = try await ColorsCommand(arguments: arguments).run()
             case "send": status = try await SendCommand(arguments: arguments).run()
             case "receive": status = try await ReceiveCommand(arguments: arguments).run()
+            case "identity": status = try IdentityCommand(arguments: arguments).run()
             default: throw UsageError("unknown command '\(name)'")
             }
             exit(status)

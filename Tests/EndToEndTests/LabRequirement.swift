@@ -22,6 +22,8 @@ enum LabRequirement: Sendable {
     case avahiBrowse
     /// `dbus-daemon`, for avahi's private system bus (dbus).
     case dbusDaemon
+    /// `tmux` (driving the full-screen interfaces).
+    case tmux
 
     /// Why this requirement is not met here, or nil if it is. Each check runs once per test process.
     var unmetReason: String? {
@@ -33,6 +35,7 @@ enum LabRequirement: Sendable {
         case .avahiDaemon: Self.avahiDaemonReason
         case .avahiBrowse: Self.avahiBrowseReason
         case .dbusDaemon: Self.dbusDaemonReason
+        case .tmux: Self.tmuxReason
         }
     }
 
@@ -64,6 +67,7 @@ enum LabRequirement: Sendable {
     private static let avahiDaemonReason = executableReason("avahi-daemon", package: "avahi-daemon")
     private static let avahiBrowseReason = executableReason("avahi-browse", package: "avahi-utils")
     private static let dbusDaemonReason = executableReason("dbus-daemon", package: "dbus")
+    private static let tmuxReason = executableReason("tmux", package: "tmux")
 
     /// Nil if `name` is an executable on `PATH`; otherwise says which package provides it, or, when it is
     /// installed in a directory `PATH` lacks (a non-login root shell without `/usr/sbin`), where it is.

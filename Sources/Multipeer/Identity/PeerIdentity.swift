@@ -43,6 +43,14 @@ public final class PeerIdentity: Sendable {
         return try PeerIdentity(displayName: displayName, key: .generateEd25519(), ephemeral: true)
     }
 
+    /// The same key under another display name (ephemeral until saved), for a program that keeps one identity
+    /// but lets its user choose the name each time.
+    /// - Throws: ``IdentityError`` if the name breaks a ``DisplayName`` rule.
+    public func renamed(_ displayName: String) throws(IdentityError) -> PeerIdentity {
+        try DisplayName.validate(displayName)
+        return try PeerIdentity(displayName: displayName, key: key, ephemeral: true)
+    }
+
     /// Saves the identity (display name and private key) to a file only its owner can read.
     ///
     /// The file is written to a hidden temporary file next to `path` (mode 0600, locked while written), synced,

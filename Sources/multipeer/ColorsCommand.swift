@@ -1,0 +1,306 @@
+internal import Foundation
+internal import Glibc
+import Multipeer
+
+/// `multipeer colors SERVICE --name NAME`: the "connected colors" app. Every instance advertises, browses,
+/// invites every peer it finds and accepts every invitation, so all instances form one session; a color picked on
+/// one shows on all. A color travels as its name in UTF-8, as in the tutorial app (so `Examples/ConnectedColors`
+/// and this talk to each other with the same service type and `--encryption none`).
+///
+/// On a terminal: the whole screen takes the shared color and lists the connected peers; keys 1-8 (or a color's
+/// initial) pick a color, q quits. Otherwise, line mode: `color NAME` (or just `NAME`) in; out `color NAME from
+/// PEER`, `connected NAME`, `disconnected NAME: REASON`.
+struct ColorsCommand: PeerCommand {
+    static let usage = "multipeer colors SERVICE [--line] \(ConnectionOptions.usage) \(DiscoveryOptions.usage)"
+    static let summary = "the connected-colors app: everyone joins one session; a color picked shows everywhere"
+
+    var serviceType: String
+    var line: Bool
+    var options: PeerOptions
+
+    init(arguments: [String]) throws(UsageError) {
+        var arguments = CommandLineArguments(arguments)
+        options = try PeerOptions(parsing: &arguments)
+        line = arguments.flag("--line")
+        serviceType = try arguments.positional("SERVICE")
+        _ = try DiscoveryOptions.serviceType(serviceType)
+        try arguments.finish()
+    }
+
+    func run() async -> Int32 {
+        let signals = TerminationSignals()
+        let colors: Colors
+        let screen = !line && isatty(0) == 1 && isatty(1) == 1 ? ColorScreen() : nil
+        do {
+            let network = try options.network()
+            let session = try await Session(
+                identity: connection.identity, configuration: options.session, network: network)
+            let advertiser = try await PeerAdvertiser(
+                serviceType: serviceType, identity: connection.identity, encryption: connection.encryption,
+                groupSecret: connection.groupSecret, network: network)
+            let browser = try await PeerBrowser(
+                serviceType: serviceType, identity: connection.identity, network: network)
+            colors = Colors(
+                network: network, session: session, advertiser: advertiser, browser: browser, screen: screen)
+        } catch {
+            Output.error("multipeer: \(error.reason)")
+            return 1
+        }
+        await colors.start()
+        await withTaskGroup(of: Void.self) { group in
+            if let screen {
+                group.addTask {
+                    for await key in screen.keys {
+                        if await colors.key(key) == .quit { break }
+                    }
+                }
+                group.addTask { for await _ in screen.resizes { await colors.redraw() } }
+            } else {
+                let input = InputLines()
+                group.addTask {
+                    for await text in input.lines {
+                        if await colors.line(text) == .quit { break }
+                    }
+                }
+            }
+            group.addTask { _ = await signals.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+        screen?.restore()
+        await colors.leave()
+        return 0
+    }
+}
+
+/// The colors, with their terminal background (256-color palette).
+enum SharedColor: String, CaseIterable, Sendable {
+    case red, orange, yellow, green, teal, blue, purple, pink
+
+    var ansi: Int {
+        switch self {
+        case .red: 160
+        case .orange: 208
+        case .yellow: 220
+        case .green: 34
+        case .teal: 30
+        case .blue: 25
+        case .purple: 91
+        case .pink: 205
+        }
+    }
+
+    /// Black text on the light colors, white on the dark ones.
+    var foreground: Int { [.yellow, .orange, .pink].contains(self) ? 16 : 231 }
+}
+
+/// The colors app's state.
+actor Colors {
+    enum Step { case next, quit }
+
+    let network: PeerNetwork
+    let session: Session
+    let advertiser: PeerAdvertiser
+    let browser: PeerBrowser
+    let screen: ColorScreen?
+    private var color: SharedColor?
+    private var pickedBy = ""
+    private var connected: [String: Peer] = [:]
+    private var tasks: [Task<Void, Never>] = []
+    private var leaving = false
+
+    init(network: PeerNetwork, session: Session, advertiser: PeerAdvertiser, browser: PeerBrowser, screen: ColorScreen?)
+    {
+        self.network = network
+        self.session = session
+        self.advertiser = advertiser
+        self.browser = browser
+        self.screen = screen
+    }
+
+    func start() {
+        let session = session
+        let browser = browser
+        tasks.append(
+            Task {
+                for await event in browser.events {
+                    // Everyone invites everyone: crossing invitations resolve into one link per pair.
+                    if case .found(let found) = event {
+                        Task { _ = await browser.invite(found.peer, into: session, timeout: .seconds(10)) }
+                    }
+                }
+            })
+        tasks.append(
+            Task { for await invitation in advertiser.invitations { try? await invitation.accept(into: session) } })
+        tasks.append(Task { for await event in session.events { self.sessionEvent(event) } })
+        tasks.append(
+            Task {
+                for await message in session.messages {
+                    self.received(String(decoding: message.data, as: UTF8.self), from: message.peer)
+                }
+            })
+        redraw()
+    }
+
+    private func sessionEvent(_ event: SessionEvent) {
+        guard !leaving else { return }
+        switch event {
+        case .peerChanged(let peer, .connected, _):
+            let again = connected[peer.displayName] == peer
+            connected[peer.displayName] = peer
+            if !again { say("connected \(Output.escaped(peer.displayName))") }
+        case .peerChanged(let peer, .notConnected, let reason):
+            guard connected[peer.displayName] == peer else { return }
+            connected[peer.displayName] = nil
+            say("disconnected \(Output.escaped(peer.displayName)): \(Output.escaped(reason))")
+        case .stream(let stream, _):
+            stream.reset()
+        default:
+            break
+        }
+    }
+
+    /// A color from a peer: only the known names count (a peer's text never reaches the terminal raw).
+    private func received(_ text: String, from peer: Peer) {
+        guard let picked = SharedColor(rawValue: text.trimmingCharacters(in: .whitespaces).lowercased()) else {
+            return say("ignored from \(Output.escaped(peer.displayName)): not a color")
+        }
+        color = picked
+        pickedBy = peer.displayName
+        say("color \(picked.rawValue) from \(Output.escaped(peer.displayName))")
+    }
+
+    private func pick(_ picked: SharedColor) async {
+        color = picked
+        pickedBy = session.localPeer.displayName
+        say("color \(picked.rawValue) picked")
+        let peers = Array(connected.values)
+        guard !peers.isEmpty else { return }
+        _ = await session.send(Array(picked.rawValue.utf8), to: peers)
+    }
+
+    /// Line mode: `color NAME`, `NAME`, or `quit`.
+    func line(_ text: String) async -> Step {
+        let words = text.split(separator: " ").map { $0.lowercased() }
+        if words == ["quit"] { return .quit }
+        let name = words.first == "color" ? words.dropFirst().first : words.first
+        guard let name, let picked = SharedColor(rawValue: name) else {
+            Output.error("colors: \(SharedColor.allCases.map(\.rawValue).joined(separator: ", ")), or quit")
+            return .next
+        }
+        await pick(picked)
+        return .next
+    }
+
+    /// Full screen: 1-8 or a color's initial picks it (p is purple, k pink), q quits.
+    func key(_ key: UInt8) async -> Step {
+        let all = SharedColor.allCases
+        switch key {
+        case UInt8(ascii: "q"), 3, 4: return .quit  // q, Ctrl-C, Ctrl-D
+        case UInt8(ascii: "1")...UInt8(ascii: "8"): await pick(all[Int(key - UInt8(ascii: "1"))])
+        case UInt8(ascii: "r"): await pick(.red)
+        case UInt8(ascii: "o"): await pick(.orange)
+        case UInt8(ascii: "y"): await pick(.yellow)
+        case UInt8(ascii: "g"): await pick(.green)
+        case UInt8(ascii: "t"): await pick(.teal)
+        case UInt8(ascii: "b"): await pick(.blue)
+        case UInt8(ascii: "p"): await pick(.purple)
+        case UInt8(ascii: "k"): await pick(.pink)
+        default: break
+        }
+        return .next
+    }
+
+    /// In line mode prints `text`; on a terminal, redraws.
+    private func say(_ text: String) {
+        if screen == nil { Output.line(text) } else { redraw() }
+    }
+
+    func redraw() {
+        guard let screen else { return }
+        let names = connected.keys.sorted().map(Output.escaped)
+        var lines = [
+            "multipeer colors — \(Output.escaped(session.localPeer.displayName))",
+            "",
+            color.map { "color: \($0.rawValue)" + (pickedBy.isEmpty ? "" : " (picked by \(Output.escaped(pickedBy)))") }
+                ?? "color: none yet",
+            "",
+            "connected (\(names.count)): " + (names.isEmpty ? "nobody yet" : names.joined(separator: ", ")),
+            "",
+        ]
+        lines.append(
+            SharedColor.allCases.enumerated().map { "\($0.offset + 1) \($0.element.rawValue)" }.joined(separator: "  "))
+        lines.append("q quit")
+        screen.draw(lines, background: color?.ansi, foreground: color?.foreground)
+    }
+
+    func leave() async {
+        leaving = true
+        browser.stop()
+        await session.disconnect()
+        await advertiser.stop()
+        try? await Task.sleep(for: .milliseconds(200))
+        await network.shutdown()
+        for task in tasks { task.cancel() }
+    }
+}
+
+/// The terminal while the colors app runs full screen: raw keys, the alternate screen, no cursor; restored on
+/// exit (and on SIGINT/SIGTERM, which the command handles, and SIGWINCH redraws).
+final class ColorScreen: @unchecked Sendable {
+    // Safety: `saved` is written once in init and read in restore; drawing happens on one actor.
+    private var saved = termios()
+    private let restored = NSLock()
+    private var isRestored = false
+    let keys: AsyncStream<UInt8>
+    let resizes: AsyncStream<Void>
+    private let resizeSignals = SignalStream(SIGWINCH)
+
+    init() {
+        tcgetattr(0, &saved)
+        var raw = saved
+        raw.c_lflag &= ~tcflag_t(ECHO | ICANON)
+        raw.c_cc.6 = 1  // VMIN
+        raw.c_cc.5 = 0  // VTIME
+        tcsetattr(0, TCSANOW, &raw)
+        Output.write("\u{1b}[?1049h\u{1b}[?25l")
+        let (keys, sink) = AsyncStream<UInt8>.makeStream()
+        self.keys = keys
+        resizes = resizeSignals.signals
+        Thread.detachNewThread {
+            var byte: UInt8 = 0
+            while read(0, &byte, 1) == 1 { sink.yield(byte) }
+            sink.finish()
+        }
+    }
+
+    /// Fills the screen with `background` and writes `lines` from the top left.
+    func draw(_ lines: [String], background: Int?, foreground: Int?) {
+        var size = winsize()
+        _ = ioctl(1, UInt(TIOCGWINSZ), &size)
+        let rows = max(Int(size.ws_row), lines.count + 2)
+        let columns = max(Int(size.ws_col), 20)
+        var out = "\u{1b}[H"
+        out += background.map { "\u{1b}[48;5;\($0)m" } ?? "\u{1b}[49m"
+        out += foreground.map { "\u{1b}[38;5;\($0)m" } ?? "\u{1b}[39m"
+        for row in 0..<rows {
+            let text = row >= 1 && row - 1 < lines.count ? "  " + lines[row - 1] : ""
+            let cut = String(text.prefix(columns))
+            out += cut + String(repeating: " ", count: max(0, columns - cut.count))
+            if row < rows - 1 { out += "\r\n" }
+        }
+        out += "\u{1b}[0m"
+        Output.write(out)
+    }
+
+    /// Puts the terminal back as it was (once).
+    func restore() {
+        let first = restored.withLock { () -> Bool in
+            defer { isRestored = true }
+            return !isRestored
+        }
+        guard first else { return }
+        Output.write("\u{1b}[0m\u{1b}[?25h\u{1b}[?1049l")
+        tcsetattr(0, TCSANOW, &saved)
+    }
+}

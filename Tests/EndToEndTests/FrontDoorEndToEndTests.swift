@@ -1,0 +1,170 @@
+import Foundation
+import NetLab
+import Testing
+
+/// The `multipeer` tool's front-door commands across lab hosts: `colors` (line mode) and `identity`.
+@Suite(.tags(.needsCLI), .serialized, .oneLabAtATime)
+struct FrontDoorEndToEndTests {
+    static func expect(
+        _ process: LabProcess, after: Int = 0, within timeout: Duration = .seconds(30), _ line: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if process.lines.dropFirst(after).contains(line) { return }
+            if process.exitStatus != nil { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record(
+            "\(process.commandLine): no line '\(line)' in \(process.lines.suffix(20)); stderr: \(String(process.standardError.suffix(1_000)))",
+            sourceLocation: sourceLocation)
+    }
+
+    /// Four instances start at once, all inviting each other; a color picked on one shows on the others, with
+    /// who picked it; a text that is not a color is ignored; leaving is seen.
+    @Test(.requires(.netLab)) func colorsOnFourHostsShareTheColorAnyonePicks() async throws {
+        try await withNetLab(hosts: 4) { lab in
+            let names = ["Ann", "Ben", "Cat", "Dan"]
+            let apps = try names.enumerated().map { index, name in
+                try lab.spawn(
+                    host: index, try MultipeerBinary.require(),
+                    ["colors", "mp-colors-e2e", "--name", name, "--interface", NetLab.interfaceName],
+                    interactive: true)
+            }
+            for (index, app) in apps.enumerated() {
+                for other in names where other != names[index] { await Self.expect(app, "connected \(other)") }
+            }
+            let marks = apps.map { $0.lines.count }
+            #expect(apps[2].writeLine("color teal"))
+            await Self.expect(apps[2], after: marks[2], "color teal picked")
+            for index in [0, 1, 3] { await Self.expect(apps[index], after: marks[index], "color teal from Cat") }
+            #expect(apps[0].writeLine("purple"))
+            for index in [1, 2, 3] { await Self.expect(apps[index], "color purple from Ann") }
+            apps[3].writeLine("quit")
+            #expect(await apps[3].exited(within: .seconds(10)) == 0)
+            for index in 0..<3 { await Self.expect(apps[index], "disconnected Dan: left") }
+            for app in apps.prefix(3) { app.closeInput() }
+            for app in apps.prefix(3) { #expect(await app.exited(within: .seconds(10)) == 0) }
+        }
+    }
+
+    /// One identity per user: `create` makes it (mode 0600), `show` prints it, every command uses it (a peer
+    /// sees the same fingerprint run after run), `--name` renames without a new key, `export` copies it.
+    @Test(.requires(.netLab)) func theUsersIdentityIsCreatedShownUsedAndExported() async throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("mp-identity-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let data = home.appendingPathComponent("data").path
+        let environment = ["XDG_DATA_HOME": data]
+        try await withNetLab(hosts: 2) { lab in
+            let binary = try MultipeerBinary.require()
+            let missing = try lab.run(host: 0, binary, ["identity", "show"], environment: environment)
+            #expect(missing.status == 1 && missing.stderr.contains("multipeer identity create"), "\(missing.stderr)")
+            let created = try lab.run(
+                host: 0, binary, ["identity", "create", "--name", "Ida"], environment: environment)
+            #expect(created.status == 0, "\(created.stderr)")
+            let lines = created.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.first == "name Ida")
+            let fingerprint = try #require(lines.first { $0.hasPrefix("fingerprint ") }).dropFirst("fingerprint ".count)
+            let file = data + "/swift-multipeer/identity"
+            #expect(lines.last == "file \(file)")
+            let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+            let again = try lab.run(host: 0, binary, ["identity", "create"], environment: environment)
+            #expect(again.status == 1 && again.stderr.contains("--force"), "\(again.stderr)")
+            #expect(
+                try lab.run(host: 0, binary, ["identity", "show"], environment: environment).stdout == created.stdout)
+            // Used by every command: a browser on the other host sees Ida's fingerprint, under the name given.
+            let chat = try lab.spawn(
+                host: 0, binary, ["chat", "mp-identity-e2e", "--name", "Ida Two", "--interface", NetLab.interfaceName],
+                environment: environment, interactive: true)
+            let watcher = try lab.spawn(
+                host: 1, binary, ["chat", "mp-identity-e2e", "--name", "Watcher", "--interface", NetLab.interfaceName],
+                interactive: true)
+            await Self.expect(watcher, "found Ida Two \(fingerprint)")
+            chat.closeInput()
+            watcher.closeInput()
+            _ = await chat.exited(within: .seconds(10))
+            _ = await watcher.exited(within: .seconds(10))
+            let exported = home.appendingPathComponent("backup.identity").path
+            let export = try lab.run(host: 0, binary, ["identity", "export", exported], environment: environment)
+            #expect(export.status == 0 && export.stdout.contains(String(fingerprint)), "\(export.stderr)")
+            let copy = try lab.run(host: 0, binary, ["identity", "show", "--identity", exported])
+            #expect(copy.stdout.contains("fingerprint \(fingerprint)"))
+            let refused = try lab.run(host: 0, binary, ["identity", "export", exported], environment: environment)
+            #expect(refused.status == 1 && refused.stderr.contains("never replaces"))
+        }
+    }
+}
+
+/// The full-screen interfaces, driven through tmux on loopback (what a person sees: `capture-pane`).
+@Suite(.tags(.needsCLI), .serialized)
+struct FullScreenTests {
+    /// Runs tmux with its own server socket, so tests never touch a user's sessions. Spawned and waited for
+    /// with posix_spawn/waitpid, its output through a file: the server `new-session` starts keeps whatever
+    /// descriptors it inherits, and Foundation's `Process` did not see the client exit here.
+    static func tmux(_ socket: String, _ arguments: [String]) throws -> String {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("mp-tmux-out-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: output) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ["tmux", "-S", socket] + arguments
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { for pointer in cArguments { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawnp(&pid, "tmux", &actions, nil, &cArguments, environ)
+        guard spawned == 0 else { throw CocoaError(.executableLoad) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1, errno == EINTR {}
+        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+    }
+
+    static func waitFor(
+        _ socket: String, _ target: String, within timeout: Duration = .seconds(20), escapes: Bool = false,
+        _ predicate: (String) -> Bool
+    ) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        var screen = ""
+        while ContinuousClock.now < deadline {
+            screen = try tmux(socket, ["capture-pane", "-p"] + (escapes ? ["-e"] : []) + ["-t", target])
+            if predicate(screen) { return screen }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return screen
+    }
+
+    @Test(.requires(.tmux)) func colorsFillsTheScreenWithTheSharedColorAndRestoresTheTerminal() async throws {
+        let binary = try MultipeerBinary.require()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mp-tmux-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let socket = folder.appendingPathComponent("tmux.sock").path
+        defer {
+            _ = try? Self.tmux(socket, ["kill-server"])
+            try? FileManager.default.removeItem(at: folder)
+        }
+        let service = "mp-tmux-\(UInt16.random(in: 0...UInt16.max))"
+        for (session, name) in [("one", "Tee"), ("two", "Vee")] {
+            let command =
+                "XDG_DATA_HOME=\(folder.path)/\(name) \(binary) colors \(service) --name \(name) --loopback; "
+                + "echo exited $?; sleep 30"
+            _ = try Self.tmux(socket, ["new-session", "-d", "-s", session, "-x", "80", "-y", "20", command])
+        }
+        let joined = try await Self.waitFor(socket, "two") { $0.contains("connected (1): Tee") }
+        #expect(joined.contains("multipeer colors") && joined.contains("color: none yet"), "\(joined)")
+        _ = try Self.tmux(socket, ["send-keys", "-t", "one", "3"])
+        let colored = try await Self.waitFor(socket, "two", escapes: true) { $0.contains("picked by Tee") }
+        #expect(colored.contains("color: yellow (picked by Tee)"), "\(colored)")
+        #expect(colored.contains("48;5;220"), "the background is not yellow: \(colored.prefix(200))")
+        // Quitting restores the terminal: the alternate screen is gone and the shell's line is back.
+        _ = try Self.tmux(socket, ["send-keys", "-t", "two", "q"])
+        let after = try await Self.waitFor(socket, "two") { $0.contains("exited") }
+        #expect(after.contains("exited 0"), "\(after)")
+        #expect(!after.contains("multipeer colors"), "\(after)")
+        // The other one saw Vee leave.
+        let left = try await Self.waitFor(socket, "one") { $0.contains("connected (0)") }
+        #expect(left.contains("connected (0): nobody yet"), "\(left)")
+    }
+}
