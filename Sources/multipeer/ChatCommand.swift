@@ -51,16 +51,8 @@ struct ChatCommand: PeerCommand {
         let signals = TerminationSignals()
         let chat: Chat
         do {
-            let network = try options.network()
-            var configuration = options.session
-            configuration.maximumPeers = maximumPeers
-            let session = try await Session(
-                identity: connection.identity, configuration: configuration, network: network)
-            let advertiser = try await PeerAdvertiser(
-                serviceType: serviceType, identity: connection.identity, encryption: connection.encryption,
-                groupSecret: connection.groupSecret, network: network)
-            let browser = try await PeerBrowser(
-                serviceType: serviceType, identity: connection.identity, network: network)
+            let (network, session, advertiser, browser) = try await options.join(
+                serviceType, maximumPeers: maximumPeers)
             chat = Chat(
                 network: network, session: session, advertiser: advertiser, browser: browser, json: json,
                 invite: invite, accept: accept, context: Array(context.utf8), timeout: timeout)
@@ -100,6 +92,22 @@ struct PeerOptions {
     /// A network for these options.
     func network() throws(SessionError) -> PeerNetwork {
         try PeerNetwork(configuration: ChatCommand.networkConfiguration(discovery, connection))
+    }
+
+    /// What the session commands (`chat`, `colors`) run on: a network, a session, an advertiser and a browser of
+    /// `serviceType`, with these options' identity and security.
+    func join(_ serviceType: String, maximumPeers: Int = 64) async throws(SessionError) -> (
+        PeerNetwork, Session, PeerAdvertiser, PeerBrowser
+    ) {
+        let made = try network()
+        var configuration = session
+        configuration.maximumPeers = maximumPeers
+        let joined = try await Session(identity: connection.identity, configuration: configuration, network: made)
+        let advertiser = try await PeerAdvertiser(
+            serviceType: serviceType, identity: connection.identity, encryption: connection.encryption,
+            groupSecret: connection.groupSecret, network: made)
+        let browser = try await PeerBrowser(serviceType: serviceType, identity: connection.identity, network: made)
+        return (made, joined, advertiser, browser)
     }
 
     /// A session configuration with these options' encryption and group secret.

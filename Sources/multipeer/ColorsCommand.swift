@@ -32,14 +32,7 @@ struct ColorsCommand: PeerCommand {
         let colors: Colors
         let screen = !line && isatty(0) == 1 && isatty(1) == 1 ? ColorScreen() : nil
         do {
-            let network = try options.network()
-            let session = try await Session(
-                identity: connection.identity, configuration: options.session, network: network)
-            let advertiser = try await PeerAdvertiser(
-                serviceType: serviceType, identity: connection.identity, encryption: connection.encryption,
-                groupSecret: connection.groupSecret, network: network)
-            let browser = try await PeerBrowser(
-                serviceType: serviceType, identity: connection.identity, network: network)
+            let (network, session, advertiser, browser) = try await options.join(serviceType)
             colors = Colors(
                 network: network, session: session, advertiser: advertiser, browser: browser, screen: screen)
         } catch {

@@ -203,3 +203,27 @@ struct Pair {
         bobSession.disconnect()
     }
 }
+
+/// A peer that advertises and accepts every invitation into its own session.
+struct Guest {
+    let id: MCPeerID
+    let session: MCSession
+    let recorder: Recorder
+    let advertiser: MCNearbyServiceAdvertiser
+
+    init(_ name: String, recorder: Recorder? = nil, service: String) {
+        id = MCPeerID(displayName: name)
+        session = MCSession(peer: id)
+        self.recorder = recorder ?? Recorder(name)
+        session.delegate = self.recorder
+        self.recorder.accepting.withLock { [session] in $0 = session }
+        advertiser = MCNearbyServiceAdvertiser(peer: id, discoveryInfo: nil, serviceType: service)
+        advertiser.delegate = self.recorder
+        advertiser.startAdvertisingPeer()
+    }
+
+    func stop() {
+        advertiser.stopAdvertisingPeer()
+        session.disconnect()
+    }
+}

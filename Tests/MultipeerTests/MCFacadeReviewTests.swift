@@ -153,19 +153,8 @@ extension CompatibilitySuites {
             let aliceSession = MCSession(peer: alice)
             let aliceLog = Recorder("Alice")
             aliceSession.delegate = aliceLog
-            var others: [(MCPeerID, MCSession, Recorder, MCNearbyServiceAdvertiser)] = []
             let stuck = BlockingRecorder("Bob")
-            for name in ["Bob", "Carol"] {
-                let id = MCPeerID(displayName: name)
-                let session = MCSession(peer: id)
-                let recorder: Recorder = name == "Bob" ? stuck : Recorder(name)
-                session.delegate = recorder
-                recorder.accepting.withLock { $0 = session }
-                let advertiser = MCNearbyServiceAdvertiser(peer: id, discoveryInfo: nil, serviceType: service)
-                advertiser.delegate = recorder
-                advertiser.startAdvertisingPeer()
-                others.append((id, session, recorder, advertiser))
-            }
+            let others = [Guest("Bob", recorder: stuck, service: service), Guest("Carol", service: service)]
             let browser = MCNearbyServiceBrowser(peer: alice, serviceType: service)
             browser.delegate = aliceLog
             browser.startBrowsingForPeers()
@@ -173,23 +162,21 @@ extension CompatibilitySuites {
                 stuck.release()
                 browser.stopBrowsingForPeers()
                 aliceSession.disconnect()
-                for other in others {
-                    other.3.stopAdvertisingPeer()
-                    other.1.disconnect()
-                }
+                for other in others { other.stop() }
             }
             #expect(await soon { aliceLog.snapshot().found.count == 2 })
-            for other in others { browser.invitePeer(other.0, to: aliceSession, withContext: nil, timeout: 10) }
+            for other in others { browser.invitePeer(other.id, to: aliceSession, withContext: nil, timeout: 10) }
             #expect(await soon { aliceSession.connectedPeers.count == 2 })
             let (bob, carol) = (others[0], others[1])
             // Bob's application stops taking data at the first message: 40 MiB for him back up (through the
             // native inbox, the conversation's replay buffer and the flow-control windows into his queue here).
             let chunk = Data(count: 1 << 20)
-            for _ in 0..<40 { try aliceSession.send(chunk, toPeers: [bob.0], with: .reliable) }
+            for _ in 0..<40 { try aliceSession.send(chunk, toPeers: [bob.id], with: .reliable) }
             try await Task.sleep(for: .milliseconds(500))
             // Carol still gets hers at once.
-            try aliceSession.send(Data("hi Carol".utf8), toPeers: [carol.0], with: .reliable)
-            #expect(await soon(within: .seconds(5)) { carol.2.snapshot().data.first?.1 == Data("hi Carol".utf8) })
+            try aliceSession.send(Data("hi Carol".utf8), toPeers: [carol.id], with: .reliable)
+            #expect(
+                await soon(within: .seconds(5)) { carol.recorder.snapshot().data.first?.1 == Data("hi Carol".utf8) })
         }
     }
 }
@@ -244,37 +231,23 @@ extension CompatibilitySuites {
             )
             let log = Recorder("Host")
             session.delegate = log
-            var guests: [(MCPeerID, MCSession, Recorder, MCNearbyServiceAdvertiser)] = []
-            for name in ["G1", "G2", "G3"] {
-                let id = MCPeerID(displayName: name)
-                let guestSession = MCSession(peer: id)
-                let recorder = Recorder(name)
-                guestSession.delegate = recorder
-                recorder.accepting.withLock { $0 = guestSession }
-                let advertiser = MCNearbyServiceAdvertiser(peer: id, discoveryInfo: nil, serviceType: service)
-                advertiser.delegate = recorder
-                advertiser.startAdvertisingPeer()
-                guests.append((id, guestSession, recorder, advertiser))
-            }
+            let guests = ["G1", "G2", "G3"].map { Guest($0, service: service) }
             let browser = MCNearbyServiceBrowser(peer: host, serviceType: service)
             browser.delegate = log
             browser.startBrowsingForPeers()
             defer {
                 browser.stopBrowsingForPeers()
                 session.disconnect()
-                for guest in guests {
-                    guest.3.stopAdvertisingPeer()
-                    guest.1.disconnect()
-                }
+                for guest in guests { guest.stop() }
             }
             #expect(await soon { log.snapshot().found.count == 3 })
-            for guest in guests.prefix(2) { browser.invitePeer(guest.0, to: session, withContext: nil, timeout: 10) }
+            for guest in guests.prefix(2) { browser.invitePeer(guest.id, to: session, withContext: nil, timeout: 10) }
             #expect(await soon { session.connectedPeers.count == 2 })
-            browser.invitePeer(guests[2].0, to: session, withContext: nil, timeout: 10)
+            browser.invitePeer(guests[2].id, to: session, withContext: nil, timeout: 10)
             #expect(await soon { log.snapshot().states.contains("G3 notConnected") })
             #expect(session.connectedPeers.count == 2)
-            guard case .security(let reason)? = session.disconnectReason(for: guests[2].0) else {
-                Issue.record("\(String(describing: session.disconnectReason(for: guests[2].0)))")
+            guard case .security(let reason)? = session.disconnectReason(for: guests[2].id) else {
+                Issue.record("\(String(describing: session.disconnectReason(for: guests[2].id)))")
                 return
             }
             #expect(reason.contains("full"), "\(reason)")
