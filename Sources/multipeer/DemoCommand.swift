@@ -1,6 +1,8 @@
+internal import Foundation
 import MulticastDNS
 import Multipeer
 import MultipeerIO
+internal import Synchronization
 
 /// `multipeer demo`: discovery, invitations and a session of three on this machine's loopback interface, in a
 /// couple of seconds.
@@ -8,13 +10,15 @@ import MultipeerIO
 /// Alice, Bob and Dave advertise their identity, display name and protocol version in their TXT records (next
 /// to a `status` of their own), each with a network of its own (event loop, mDNS stack, listener). Carol
 /// browses, finds them and invites each into her session: Alice and Bob accept (and are then introduced to
-/// each other, so all three are linked), Dave declines with a reason. Carol sends to everyone, Alice sends
-/// Bob a message he acknowledges, Alice changes her status, Bob leaves and stops advertising. Every step is
-/// printed with its timing. Nothing leaves the host.
+/// each other, so all three are linked), Dave declines with a reason; both sides of each link show the same
+/// verification code. Carol sends to everyone, Alice sends Bob a message he acknowledges, Alice picks a color the
+/// others see, Carol sends Bob an 8 MiB file with a progress bar and its checked SHA-256, Alice changes her
+/// status, Bob leaves and stops advertising. Every step is printed with its timing, then a summary. Nothing
+/// leaves the host.
 struct DemoCommand {
     static let usage = "multipeer demo [--service SERVICE]"
     static let summary =
-        "discover peers over loopback, invite them into a session (accepted, declined), message, leave"
+        "the whole model on loopback: discovery, invitations, codes, a mesh, messages, a color, a file, a departure"
 
     var serviceType: ServiceType
 
@@ -43,10 +47,29 @@ struct DemoCommand {
         }
         let type = serviceType.name
         Output.line("multipeer demo: DNS-SD over multicast DNS on the loopback interface (nothing leaves this host)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mp-demo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(
+            at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: folder) }
         func person(_ name: String) async throws -> Person {
             let identity = try PeerIdentity.generate(displayName: name)
             let network = try PeerNetwork(configuration: .loopback)
-            let session = try await Session(identity: identity, network: network)
+            var configuration = SessionConfiguration()
+            let inbox = folder.appendingPathComponent(name, isDirectory: true)
+            try FileManager.default.createDirectory(
+                at: inbox, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            configuration.resourceDirectory = inbox.path
+            // Each side of a connection sees the same verification code: people compare it to rule out a man in
+            // the middle. The inviter's side shows it here (the invitee's shows it with the invitation).
+            if name == "Carol" {
+                configuration.verifyPeer = { request in
+                    Output.line(
+                        stamp() + "Carol's side of the link to \(request.peer.displayName): code "
+                            + "\(request.verificationCode.map { "\($0)" } ?? "none")")
+                    return .accept
+                }
+            }
+            let session = try await Session(identity: identity, configuration: configuration, network: network)
             let advertiser = try await PeerAdvertiser(
                 serviceType: type, identity: identity, discoveryInfo: ["status": "online"], network: network)
             return Person(identity: identity, network: network, session: session, advertiser: advertiser)
@@ -60,6 +83,8 @@ struct DemoCommand {
         Output.line(
             stamp() + "Alice, Bob and Dave advertise (RFC 6762: probe 3 times 250 ms apart, then announce)")
         var tasks: [Task<Void, Never>] = []
+        let colorSeen = DemoCounter()
+        let fileReceived = DemoCounter()
         for member in [alice, bob, dave] {
             let name = member.identity.displayName
             tasks.append(
@@ -86,19 +111,41 @@ struct DemoCommand {
             tasks.append(
                 Task {
                     for await event in member.session.events {
-                        if case .peerChanged(let peer, let state, let reason) = event, state != .connecting {
+                        switch event {
+                        case .peerChanged(let peer, let state, let reason) where state != .connecting:
                             Output.line(stamp() + "\(name)'s session: \(peer.displayName) \(state) (\(reason))")
+                        case .resourceStarted(let incoming):
+                            Output.line(stamp() + "\(name): receiving \(incoming.name) (\(incoming.size) bytes)")
+                        case .resourceFinished(let incoming, .success(let url)):
+                            Output.line(
+                                stamp() + "\(name): received \(url.lastPathComponent) \(incoming.size) bytes sha256 "
+                                    + "\(incoming.sha256) from \(incoming.peer.displayName), checked")
+                            fileReceived.add()
+                        case .resourceFinished(let incoming, .failure(let error)):
+                            Output.line(stamp() + "\(name): \(incoming.name) failed: \(error.reason)")
+                        default:
+                            break
                         }
                     }
                 })
             tasks.append(
                 Task {
                     for await message in member.session.messages {
-                        Output.line(
-                            stamp() + "\(name) received from \(message.peer.displayName): "
-                                + String(decoding: message.data, as: UTF8.self))
+                        let text = String(decoding: message.data, as: UTF8.self)
+                        if text == "teal" {
+                            Output.line(stamp() + "\(name): color teal from \(message.peer.displayName)")
+                            colorSeen.add()
+                        } else {
+                            Output.line(stamp() + "\(name) received from \(message.peer.displayName): " + text)
+                        }
                     }
                 })
+        }
+        var timings: [(String, Duration)] = []
+        var mark = clock.now
+        func lap(_ what: String) {
+            timings.append((what, clock.now - mark))
+            mark = clock.now
         }
         var found: [String: DiscoveredPeer] = [:]
         var events = browser.events.makeAsyncIterator()
@@ -109,6 +156,7 @@ struct DemoCommand {
                     stamp() + "found \(peer.peer) status=\(peer.discoveryInfo["status"] ?? "") port \(peer.port)")
             }
         }
+        lap("discovery of 3 peers")
         for name in ["Alice", "Bob", "Dave"] {
             guard let peer = found[name]?.peer else { continue }
             Output.line(stamp() + "Carol invites \(name), expecting the identity \(name) advertised")
@@ -120,6 +168,7 @@ struct DemoCommand {
             let bobCount = await bob.session.connectedPeers.count
             return aliceCount == 2 && bobCount == 2
         }
+        lap("3 invitations and the mesh")
         Output.line(stamp() + "all three linked: \(meshed ? "yes" : "NO") (Alice and Bob were introduced by Carol)")
         let members = await carol.session.connectedPeers
         _ = await carol.session.send(Array("hello everyone".utf8), to: members)
@@ -127,6 +176,47 @@ struct DemoCommand {
             try await alice.session.sendAcknowledged(Array("see you at noon".utf8), to: bobPeer)
             Output.line(stamp() + "Alice: Bob's application has her message (acknowledged send returned)")
         }
+        lap("messages, one acknowledged")
+        // A shared color, as `multipeer colors` does: its name in UTF-8 to every member.
+        Output.line(stamp() + "Alice picks the color teal")
+        let aliceMembers = await alice.session.connectedPeers
+        _ = await alice.session.send(Array("teal".utf8), to: aliceMembers)
+        _ = await Self.waitUntil { colorSeen.value >= 2 }
+        lap("a color change seen by 2")
+        // A file with its progress and verified SHA-256.
+        let file = folder.appendingPathComponent("photo.jpg")
+        let size = 8 << 20
+        var block = [UInt8](repeating: 0, count: 1 << 16)
+        for index in block.indices { block[index] = UInt8.random(in: 0...255) }
+        try Data((0..<(size >> 16)).flatMap { _ in block }).write(to: file)
+        mark = clock.now
+        var fileOK = false
+        if let bobPeer = members.first(where: { $0.displayName == "Bob" }) {
+            Output.line(stamp() + "Carol sends photo.jpg (\(size >> 20) MiB) to Bob")
+            let transfer = try await carol.session.sendResource(at: file, named: "photo.jpg", to: bobPeer)
+            let bar = Task {
+                var shown = -1
+                while !Task.isCancelled {
+                    let done = Int(transfer.progress.fractionCompleted * 20)
+                    // 100% is printed once the transfer finished (below), so it always shows.
+                    if done != shown, done % 5 == 0, done < 20 {
+                        shown = done
+                        Output.line(
+                            stamp() + "  [" + String(repeating: "#", count: done)
+                                + String(repeating: ".", count: 20 - done) + "] \(done * 5)%")
+                    }
+                    if done >= 20 { break }
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            let receipt = try await transfer.finished()
+            bar.cancel()
+            _ = await bar.value
+            Output.line(stamp() + "  [" + String(repeating: "#", count: 20) + "] 100%")
+            Output.line(stamp() + "Carol: sent photo.jpg \(receipt.size) bytes sha256 \(receipt.sha256) to Bob")
+            fileOK = await Self.waitUntil { fileReceived.value >= 1 }
+        }
+        lap("an 8 MiB file, verified")
         Output.line(stamp() + "Alice changes her status")
         try alice.advertiser.updateDiscoveryInfo(["status": "busy"])
         var step = 0
@@ -140,6 +230,7 @@ struct DemoCommand {
                 await bob.advertiser.stop()
             case .lost(let peer) where peer.displayName == "Bob" && step == 1:
                 Output.line(stamp() + "lost \(peer)")
+                lap("a status update and a departure")
                 step = 2
             default:
                 break
@@ -153,8 +244,17 @@ struct DemoCommand {
             await member.network.shutdown()
         }
         for task in tasks { task.cancel() }
+        Output.line("")
+        Output.line("summary")
+        for (what, duration) in timings {
+            let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+            Output.line("  " + what.padding(toLength: 36, withPad: " ", startingAt: 0) + "\(ms) ms")
+        }
+        Output.line(
+            "  " + "total".padding(toLength: 36, withPad: " ", startingAt: 0)
+                + stamp().trimmingCharacters(in: .whitespaces))
         Output.line(stamp() + "done")
-        return step == 2 && meshed ? 0 : 1
+        return step == 2 && meshed && fileOK ? 0 : 1
     }
 
     static func waitUntil(_ condition: () async -> Bool) async -> Bool {
@@ -164,4 +264,11 @@ struct DemoCommand {
         }
         return false
     }
+}
+
+/// A count the demo's tasks bump.
+final class DemoCounter: Sendable {
+    private let count = Mutex(0)
+    func add() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
 }

@@ -24,6 +24,19 @@ struct DemoEndToEndTests {
         #expect(seen("updated Alice [") && seen("status=busy"))
         #expect(seen("Carol's session: Bob notConnected (left)") && seen("Alice's session: Bob notConnected (left)"))
         #expect(seen("lost Bob ["))
+        // Both sides of each link show the same verification code.
+        for name in ["Alice", "Bob"] {
+            let inviter = lines.first { $0.contains("Carol's side of the link to \(name): code ") }
+            let code = inviter.map { String($0.suffix(6)) } ?? "?"
+            #expect(seen("\(name): invitation from Carol [") && seen("(code \(code)): lunch?"), "\(name) \(code)")
+        }
+        #expect(seen("Bob: color teal from Alice") && seen("Carol: color teal from Alice"))
+        #expect(seen("[####################] 100%"))
+        let received = lines.first { $0.contains("Bob: received photo.jpg 8388608 bytes sha256 ") }
+        let hash = received.flatMap { $0.split(separator: " ").drop { $0 != "sha256" }.dropFirst().first }
+        #expect(hash.map { $0.count == 64 } == true, "\(received ?? "")")
+        if let hash { #expect(seen("Carol: sent photo.jpg 8388608 bytes sha256 \(hash) to Bob")) }
+        #expect(seen("summary") && seen("an 8 MiB file, verified") && seen("total"))
         #expect(lines.last?.hasSuffix("done") == true)
     }
 }
