@@ -1,13 +1,18 @@
+internal import Foundation
+internal import Glibc
 import MulticastDNS
+import Multipeer
 
 /// `multipeer browse SERVICE [--json] [--timeout SECONDS] [--lost-timeout SECONDS] [--interface IFNAME]...`
 struct BrowseCommand {
     static let usage =
-        "multipeer browse SERVICE [--json] [--timeout SECONDS] [--lost-timeout SECONDS] \(DiscoveryOptions.usage)"
-    static let summary = "print found, updated and lost events; exits 0 at the timeout or on SIGINT/SIGTERM"
+        "multipeer browse SERVICE [--json | --line] [--timeout SECONDS] [--lost-timeout SECONDS] \(DiscoveryOptions.usage)"
+    static let summary =
+        "found, updated and lost peers: a live table on a terminal, else one event per line; ends at the timeout"
 
     var serviceType: ServiceType
     var json: Bool
+    var line: Bool
     var timeout: Duration?
     var options: DiscoveryOptions
 
@@ -15,6 +20,8 @@ struct BrowseCommand {
         var arguments = CommandLineArguments(arguments)
         options = try DiscoveryOptions(parsing: &arguments)
         json = arguments.flag("--json")
+        line = arguments.flag("--line")
+        if json && line { throw UsageError("--json and --line exclude each other") }
         timeout = try arguments.value(of: "--timeout").map { text throws(UsageError) in
             try DiscoveryOptions.seconds(text, option: "--timeout")
         }
@@ -30,8 +37,11 @@ struct BrowseCommand {
         guard let stack = await DiscoveryOptions.openStack(options.configuration) else { return 1 }
         let browser = stack.browse(serviceType)
         let json = json
+        let table = !json && !line && isatty(1) == 1 ? BrowseTable() : nil
         let printer = Task {
-            for await event in browser.events { Output.line(json ? Output.json(event) : Output.text(event)) }
+            for await event in browser.events {
+                if let table { table.apply(event) } else { Output.line(json ? Output.json(event) : Output.text(event)) }
+            }
         }
         let timeout = timeout
         // Whichever comes first ends the browse: the timeout or SIGINT/SIGTERM.
@@ -49,6 +59,7 @@ struct BrowseCommand {
         }
         browser.stop()
         await printer.value
+        table?.close()
         await stack.shutdown()
         return 0
     }
@@ -58,4 +69,57 @@ struct BrowseCommand {
 func waitUntilCancelled() async {
     let stream = AsyncStream<Void> { _ in }
     for await _ in stream {}
+}
+
+/// The live table `browse` shows on a terminal: one row per instance (name, short fingerprint for our peers,
+/// addresses, interface, discovery info), redrawn in place on the alternate screen, which is left at the end.
+final class BrowseTable: @unchecked Sendable {
+    // Safety: used by one task (the event printer), then `close` after it ended.
+    private var rows: [String: DiscoveredService] = [:]
+
+    init() {
+        Output.write("\u{1b}[?1049h\u{1b}[?25l")
+        draw()
+    }
+
+    func apply(_ event: ServiceBrowserEvent) {
+        switch event {
+        case .found(let service), .updated(let service): rows[service.name] = service
+        case .lost(let service): rows[service.name] = nil
+        }
+        draw()
+    }
+
+    private func draw() {
+        var size = winsize()
+        _ = ioctl(1, UInt(TIOCGWINSZ), &size)
+        let columns = max(Int(size.ws_col), 40)
+        func cell(_ text: String, _ width: Int) -> String {
+            let cut = String(text.prefix(width))
+            return cut + String(repeating: " ", count: max(0, width - cut.count))
+        }
+        var lines = ["multipeer browse: \(rows.count) found (q: Ctrl-C)", ""]
+        lines.append(
+            cell("NAME", 20) + " " + cell("FINGERPRINT", 14) + " " + cell("ADDRESSES", 28) + " " + cell("IF", 8)
+                + " INFO")
+        for (name, service) in rows.sorted(by: { $0.key < $1.key }) {
+            let fingerprint =
+                service.txt.entries.first { $0.key == PeerAdvertisement.fingerprintKey }
+                .flatMap { $0.value }.map { String(decoding: $0, as: UTF8.self).prefix(12) }.map(String.init) ?? "-"
+            let info = service.txt.entries.filter { !$0.key.hasPrefix("mp.") }.map { entry in
+                entry.value.map { "\(entry.key)=\(String(decoding: $0, as: UTF8.self))" } ?? entry.key
+            }.joined(separator: " ")
+            let addresses = service.addresses.map(Output.addressText).joined(separator: " ")
+            lines.append(
+                cell(Output.escaped(name), 20) + " " + cell(fingerprint, 14) + " " + cell(addresses, 28) + " "
+                    + cell(service.interfaces.first ?? "", 8) + " " + Output.escaped(info))
+        }
+        var out = "\u{1b}[H\u{1b}[2J"
+        out += lines.map { String($0.prefix(columns)) }.joined(separator: "\r\n")
+        Output.write(out)
+    }
+
+    func close() {
+        Output.write("\u{1b}[?25h\u{1b}[?1049l")
+    }
 }

@@ -24,7 +24,10 @@ struct DemoCommand {
 
     init(arguments: [String]) throws(UsageError) {
         var arguments = CommandLineArguments(arguments)
-        serviceType = try DiscoveryOptions.serviceType(try arguments.value(of: "--service") ?? "mp-demo")
+        // A service type of its own per run by default, so two demos on one machine never meet.
+        let service =
+            try arguments.value(of: "--service") ?? "mp-demo-\(String(UInt16.random(in: 0...UInt16.max), radix: 16))"
+        serviceType = try DiscoveryOptions.serviceType(service)
         try arguments.finish()
     }
 

@@ -167,4 +167,35 @@ struct FullScreenTests {
         let left = try await Self.waitFor(socket, "one") { $0.contains("connected (0)") }
         #expect(left.contains("connected (0): nobody yet"), "\(left)")
     }
+    @Test(.requires(.tmux)) func browseShowsALiveTableOnATerminal() async throws {
+        let binary = try MultipeerBinary.require()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mp-tmux-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let socket = folder.appendingPathComponent("tmux.sock").path
+        defer {
+            _ = try? Self.tmux(socket, ["kill-server"])
+            try? FileManager.default.removeItem(at: folder)
+        }
+        let service = "mp-table-\(UInt16.random(in: 0...UInt16.max))"
+        _ = try Self.tmux(
+            socket,
+            [
+                "new-session", "-d", "-s", "table", "-x", "120", "-y", "20",
+                "\(binary) browse \(service) --loopback --timeout 20; echo exited $?; sleep 30",
+            ])
+        _ = try Self.tmux(
+            socket,
+            [
+                "new-session", "-d", "-s", "peer", "-x", "80", "-y", "5",
+                "XDG_DATA_HOME=\(folder.path)/p \(binary) chat \(service) --name Tabby --loopback; sleep 30",
+            ])
+        let table = try await Self.waitFor(socket, "table") { $0.contains("Tabby") }
+        #expect(table.contains("multipeer browse: 1 found"), "\(table)")
+        #expect(table.contains("NAME") && table.contains("FINGERPRINT"), "\(table)")
+        #expect(table.contains("127.0.0.1"), "\(table)")
+        // The peer goes: its row goes.
+        _ = try Self.tmux(socket, ["send-keys", "-t", "peer", "C-c"])
+        let empty = try await Self.waitFor(socket, "table") { $0.contains("0 found") }
+        #expect(empty.contains("multipeer browse: 0 found") && !empty.contains("Tabby"), "\(empty)")
+    }
 }

@@ -219,10 +219,11 @@ public final class PeerAdvertiser: Sendable {
         // A crossing invitation: the lower identity's proceeds, so hold this one while ours to the peer is
         // under way, and answer it from what ours became.
         let network = network
-        if identity.fingerprint.bytes.lexicographicallyPrecedes(peer.bytes), await network.isInviting(peer) {
-            await network.waitForOutgoing(to: peer)
+        let me = identity.fingerprint
+        if me.bytes.lexicographicallyPrecedes(peer.bytes), await network.isInviting(peer, from: me) {
+            await network.waitForOutgoing(from: me, to: peer)
         }
-        if await network.isMember(peer) {
+        if await network.isMember(peer, of: me) {
             guard (try? invitation.claim()) != nil else { return }
             state.withLock { $0.statistics.alreadyConnected += 1 }
             link.send(.inviteAnswer(id: id, answer: .alreadyConnected, reason: "already connected"))

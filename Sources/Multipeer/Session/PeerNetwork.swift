@@ -57,8 +57,15 @@ public actor PeerNetwork {
     private var listeners: [ListenerKey: ListenerEntry] = [:]
     private var advertisers: [AdvertiserKey: PeerAdvertiser] = [:]
     private var sessions: [ObjectIdentifier: Session] = [:]
-    private var outgoing: [PeerFingerprint: Int] = [:]
-    private var outgoingWaiters: [PeerFingerprint: [CheckedContinuation<Void, Never>]] = [:]
+    /// Invitations under way, by the inviting identity and the invited one (sessions of several identities can
+    /// share a network: one's invitation is not another's).
+    private var outgoing: [Pair: Int] = [:]
+    private var outgoingWaiters: [Pair: [CheckedContinuation<Void, Never>]] = [:]
+
+    struct Pair: Hashable {
+        let from: PeerFingerprint
+        let to: PeerFingerprint
+    }
     private var isShutDown = false
 
     struct ListenerKey: Hashable {
@@ -213,7 +220,10 @@ public actor PeerNetwork {
                 link, id: id, timeoutMilliseconds: timeout, context: context, inviterEncryption: encryption)
         case .join(let linkID, let sessionID, let proof):
             link.linkID = linkID
-            for session in sessions.values where await session.knowsSession(sessionID) {
+            // Only a session of the identity this listener presents: sessions of one network (one process) that
+            // are members of the same session all know its id, and the join is for the one that was dialed.
+            for session in sessions.values where session.identity.fingerprint == key.fingerprint {
+                guard await session.knowsSession(sessionID) else { continue }
                 return await session.acceptJoin(link, sessionID: sessionID, proof: proof)
             }
             link.send(.joinAnswer(accepted: false, reason: "no session here knows the session you name"))
@@ -263,31 +273,39 @@ public actor PeerNetwork {
     func unregister(_ session: Session) { sessions[ObjectIdentifier(session)] = nil }
 
     /// Whether any session of this network has the peer as a member.
-    func isMember(_ fingerprint: PeerFingerprint) async -> Bool {
-        for session in sessions.values where await session.hasMember(fingerprint) { return true }
+    func isMember(_ fingerprint: PeerFingerprint, of identity: PeerFingerprint) async -> Bool {
+        for session in sessions.values where session.identity.fingerprint == identity {
+            if await session.hasMember(fingerprint) { return true }
+        }
         return false
     }
 
     // MARK: Crossing invitations
 
     /// An invitation from this process to the peer has started.
-    func beginOutgoing(to fingerprint: PeerFingerprint) { outgoing[fingerprint, default: 0] += 1 }
+    func beginOutgoing(from identity: PeerFingerprint, to fingerprint: PeerFingerprint) {
+        outgoing[Pair(from: identity, to: fingerprint), default: 0] += 1
+    }
 
     /// An invitation from this process to the peer has ended; held incoming invitations from it resume.
-    func endOutgoing(to fingerprint: PeerFingerprint) {
-        let left = (outgoing[fingerprint] ?? 1) - 1
-        outgoing[fingerprint] = left > 0 ? left : nil
+    func endOutgoing(from identity: PeerFingerprint, to fingerprint: PeerFingerprint) {
+        let pair = Pair(from: identity, to: fingerprint)
+        let left = (outgoing[pair] ?? 1) - 1
+        outgoing[pair] = left > 0 ? left : nil
         guard left <= 0 else { return }
-        for waiter in outgoingWaiters.removeValue(forKey: fingerprint) ?? [] { waiter.resume() }
+        for waiter in outgoingWaiters.removeValue(forKey: pair) ?? [] { waiter.resume() }
     }
 
     /// Whether this process is inviting the peer right now.
-    func isInviting(_ fingerprint: PeerFingerprint) -> Bool { outgoing[fingerprint] != nil }
+    func isInviting(_ fingerprint: PeerFingerprint, from identity: PeerFingerprint) -> Bool {
+        outgoing[Pair(from: identity, to: fingerprint)] != nil
+    }
 
     /// Waits until no invitation from this process to the peer is under way.
-    func waitForOutgoing(to fingerprint: PeerFingerprint) async {
-        guard outgoing[fingerprint] != nil else { return }
-        await withCheckedContinuation { outgoingWaiters[fingerprint, default: []].append($0) }
+    func waitForOutgoing(from identity: PeerFingerprint, to fingerprint: PeerFingerprint) async {
+        let pair = Pair(from: identity, to: fingerprint)
+        guard outgoing[pair] != nil else { return }
+        await withCheckedContinuation { outgoingWaiters[pair, default: []].append($0) }
     }
 
     /// Stops discovery and the listeners; sessions and advertisers of this network stop working. Idempotent.

@@ -388,7 +388,7 @@ public actor Session {
         let timeout = timeout <= .zero ? Duration.seconds(30) : timeout
         report(peer, .connecting, "inviting")
         inviting[fp, default: 0] += 1
-        await network.beginOutgoing(to: fp)
+        await network.beginOutgoing(from: identity.fingerprint, to: fp)
         var outcome = await runInvitation(
             peer, addresses: addresses, serviceType: serviceType, context: context, timeout: timeout)
         if outcome == .accepted, members[fp] == nil {
@@ -402,7 +402,7 @@ public actor Session {
                 outcome = .refused(reason: "the peer says it is already connected, but this session has no link to it")
             }
         }
-        await network.endOutgoing(to: fp)
+        await network.endOutgoing(from: identity.fingerprint, to: fp)
         inviting[fp] = inviting[fp, default: 1] > 1 ? inviting[fp]! - 1 : nil
         if members[fp] == nil, !joining.contains(fp), inviting[fp] == nil {
             if outcome != .accepted {
