@@ -136,15 +136,23 @@ struct FullScreenTests {
         return screen
     }
 
-    @Test(.requires(.tmux)) func colorsFillsTheScreenWithTheSharedColorAndRestoresTheTerminal() async throws {
-        let binary = try MultipeerBinary.require()
+    /// A folder of the test's own and the path of its tmux server's socket.
+    static func scratch() throws -> (URL, String) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mp-tmux-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let socket = folder.appendingPathComponent("tmux.sock").path
-        defer {
-            _ = try? Self.tmux(socket, ["kill-server"])
-            try? FileManager.default.removeItem(at: folder)
-        }
+        return (folder, folder.appendingPathComponent("tmux.sock").path)
+    }
+
+    /// Stops the test's tmux server (and what runs in it) and removes its folder.
+    static func cleanUp(_ folder: URL, _ socket: String) {
+        _ = try? tmux(socket, ["kill-server"])
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    @Test(.requires(.tmux)) func colorsFillsTheScreenWithTheSharedColorAndRestoresTheTerminal() async throws {
+        let binary = try MultipeerBinary.require()
+        let (folder, socket) = try Self.scratch()
+        defer { Self.cleanUp(folder, socket) }
         let service = "mp-tmux-\(UInt16.random(in: 0...UInt16.max))"
         for (session, name) in [("one", "Tee"), ("two", "Vee")] {
             let command =
@@ -167,15 +175,11 @@ struct FullScreenTests {
         let left = try await Self.waitFor(socket, "one") { $0.contains("connected (0)") }
         #expect(left.contains("connected (0): nobody yet"), "\(left)")
     }
+
     @Test(.requires(.tmux)) func browseShowsALiveTableOnATerminal() async throws {
         let binary = try MultipeerBinary.require()
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mp-tmux-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let socket = folder.appendingPathComponent("tmux.sock").path
-        defer {
-            _ = try? Self.tmux(socket, ["kill-server"])
-            try? FileManager.default.removeItem(at: folder)
-        }
+        let (folder, socket) = try Self.scratch()
+        defer { Self.cleanUp(folder, socket) }
         let service = "mp-table-\(UInt16.random(in: 0...UInt16.max))"
         _ = try Self.tmux(
             socket,
