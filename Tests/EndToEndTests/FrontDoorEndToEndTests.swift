@@ -143,9 +143,18 @@ struct FullScreenTests {
         return (folder, folder.appendingPathComponent("tmux.sock").path)
     }
 
-    /// Stops the test's tmux server (and what runs in it) and removes its folder.
+    /// Stops the test's tmux server and everything started in it (every process whose command line names the
+    /// test's folder: `kill-server` alone was seen to leave the server and its panes running) and removes the folder.
     static func cleanUp(_ folder: URL, _ socket: String) {
         _ = try? tmux(socket, ["kill-server"])
+        let marker = Data(folder.path.utf8)
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry), pid != getpid(),
+                let commandLine = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
+                commandLine.range(of: marker) != nil
+            else { continue }
+            kill(pid, SIGKILL)
+        }
         try? FileManager.default.removeItem(at: folder)
     }
 
