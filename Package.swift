@@ -31,7 +31,8 @@ let package = Package(
         .target(
             name: "MultipeerConnectivity", dependencies: ["Multipeer", "MulticastDNS"], swiftSettings: strict),
         // The PeerConnectivity library's API on the MultipeerConnectivity facade (a facade: no engine logic).
-        .target(name: "PeerConnectivity", dependencies: ["MultipeerConnectivity"], swiftSettings: strict),
+        .target(
+            name: "PeerConnectivity", dependencies: ["MultipeerConnectivity", "MulticastDNS"], swiftSettings: strict),
         // The classic tutorial apps with their UI replaced by lines, as apps written for Apple's platforms are
         // (Swift 5 language mode); the end-to-end tests run them across namespaces.
         .executableTarget(

@@ -27,6 +27,17 @@ public enum MCNetwork {
     }
 }
 
+/// A value behind a lock that a class shares with the tasks it starts (a `Mutex` cannot be copied into them).
+final class Shared<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+
+    init(_ value: Value) {
+        self.value = Mutex(value)
+    }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R { value.withLock { body(&$0) } }
+}
+
 /// A weak reference behind a lock, for delegates set and read from any thread.
 final class WeakDelegate<Value>: @unchecked Sendable {
     // Safety: `value` is only touched under `lock`.

@@ -212,6 +212,7 @@ open class MCSession: NSObject, @unchecked Sendable {
         func waiting(_ state: State) -> Bool {
             state.reported[fp]?.state != .connected && !(state.reported[fp] == nil && state.reasons[fp] != nil)
         }
+        guard state.withLock({ waiting($0) }) else { return }  // the usual case: no clock read, no sleep
         let deadline = ContinuousClock.now + .seconds(2)
         while state.withLock({ waiting($0) }), ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(2))
@@ -588,13 +589,7 @@ final class PeerOutbox: Sendable {
     private let peer: Peer
     private let reliable: AsyncStream<Item>.Continuation
     private let unreliable: AsyncStream<Item>.Continuation
-    private let queued = ByteCount()
-
-    /// A byte count shared with the task that sends.
-    final class ByteCount: Sendable {
-        private let value = Mutex(0)
-        func withLock<R>(_ body: (inout Int) -> R) -> R { value.withLock { body(&$0) } }
-    }
+    private let queued = Shared(0)
 
     init(peer: Peer, owner: MCSession) {
         self.peer = peer

@@ -48,13 +48,6 @@ final class StreamEvents: @unchecked Sendable {
     }
 }
 
-/// A stream's status, shared with the task that feeds or drains it.
-final class SharedStatus: Sendable {
-    private let value = Mutex(Stream.Status.notOpen)
-
-    func withLock<R>(_ body: (inout Stream.Status) -> R) -> R { value.withLock { body(&$0) } }
-}
-
 /// The bytes between an application's blocking stream calls and a native ``PeerStream``, bounded.
 final class StreamPipe: @unchecked Sendable {
     // Safety: every field is only touched while `condition` is locked.
@@ -182,7 +175,7 @@ final class StreamPipe: @unchecked Sendable {
 final class MCOutputStream: OutputStream {
     private let pipe = StreamPipe()
     private let events = StreamEvents()
-    private let status = SharedStatus()
+    private let status = Shared(Stream.Status.notOpen)
 
     init(opening: Task<PeerStream, any Error>) {
         super.init(toMemory: ())
@@ -259,7 +252,7 @@ final class MCOutputStream: OutputStream {
 final class MCInputStream: InputStream {
     private let pipe = StreamPipe()
     private let events = StreamEvents()
-    private let status = SharedStatus()
+    private let status = Shared(Stream.Status.notOpen)
     private let stream: PeerStream
 
     init(_ stream: PeerStream) {

@@ -1,4 +1,5 @@
 public import Foundation
+internal import MulticastDNS
 public import MultipeerConnectivity
 internal import Synchronization
 
@@ -29,13 +30,8 @@ public class PeerConnectionManager: @unchecked Sendable {
     /// Whether `serviceType` is 1-15 lowercase letters, digits and hyphens, with a letter, no hyphen at either end
     /// and none twice in a row.
     public static func isValidServiceType(_ serviceType: ServiceType) -> Bool {
-        let scalars = Array(serviceType.unicodeScalars)
-        guard (1...15).contains(scalars.count), scalars.first != "-", scalars.last != "-" else { return false }
-        guard !serviceType.contains("--") else { return false }
-        guard scalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }) else {
-            return false
-        }
-        return scalars.contains { ("a"..."z").contains($0) }
+        // The one implementation of the rules (RFC 6335), as MCNearbyServiceAdvertiser and the engine use them.
+        (try? MulticastDNS.ServiceType(serviceType)) != nil
     }
 
     // MARK: Properties

@@ -110,6 +110,20 @@ struct PeerOptions {
         return (made, joined, advertiser, browser)
     }
 
+    /// Leaves what ``join(_:maximumPeers:)`` made: members see `left`, browsers get goodbyes, and the leave
+    /// messages get 200 ms to reach the peers before the network stops.
+    static func leave(
+        _ network: PeerNetwork, _ session: Session, _ advertiser: PeerAdvertiser, _ browser: PeerBrowser,
+        tasks: [Task<Void, Never>]
+    ) async {
+        browser.stop()
+        await session.disconnect()
+        await advertiser.stop()
+        try? await Task.sleep(for: .milliseconds(200))
+        await network.shutdown()
+        for task in tasks { task.cancel() }
+    }
+
     /// A session configuration with these options' encryption and group secret.
     var session: SessionConfiguration {
         SessionConfiguration(encryption: connection.encryption, groupSecret: connection.groupSecret)
@@ -383,12 +397,6 @@ actor Chat {
         browser.stop()
         for invitation in pending.values { invitation.decline(reason: "the peer left") }
         pending = [:]
-        await session.disconnect()
-        browser.stop()
-        await advertiser.stop()
-        // Let the leave messages and goodbyes reach the peers before the loop stops.
-        try? await Task.sleep(for: .milliseconds(200))
-        await network.shutdown()
-        for task in tasks { task.cancel() }
+        await PeerOptions.leave(network, session, advertiser, browser, tasks: tasks)
     }
 }

@@ -229,12 +229,7 @@ actor Colors {
 
     func leave() async {
         leaving = true
-        browser.stop()
-        await session.disconnect()
-        await advertiser.stop()
-        try? await Task.sleep(for: .milliseconds(200))
-        await network.shutdown()
-        for task in tasks { task.cancel() }
+        await PeerOptions.leave(network, session, advertiser, browser, tasks: tasks)
     }
 }
 

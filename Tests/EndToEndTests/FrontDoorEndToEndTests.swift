@@ -5,19 +5,13 @@ import Testing
 /// The `multipeer` tool's front-door commands across lab hosts: `colors` (line mode) and `identity`.
 @Suite(.tags(.needsCLI), .serialized, .oneLabAtATime)
 struct FrontDoorEndToEndTests {
+    /// Waits for a line (the tutorial apps' helper, whose default wait here is 30 s).
     static func expect(
         _ process: LabProcess, after: Int = 0, within timeout: Duration = .seconds(30), _ line: String,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if process.lines.dropFirst(after).contains(line) { return }
-            if process.exitStatus != nil { break }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        Issue.record(
-            "\(process.commandLine): no line '\(line)' in \(process.lines.suffix(20)); stderr: \(String(process.standardError.suffix(1_000)))",
-            sourceLocation: sourceLocation)
+        await TutorialAppsEndToEndTests.expect(
+            process, line, after: after, within: timeout, sourceLocation: sourceLocation)
     }
 
     /// Four instances start at once, all inviting each other; a color picked on one shows on the others, with

@@ -28,14 +28,9 @@ enum FacadeTestSetup {
     }
 }
 
-/// Polls `condition` every 10 ms until it holds or `timeout` passes.
+/// ``eventually(within:_:)`` with a default suited to discovery and sessions on a loaded machine (20 s).
 func soon(within timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return true
+    await eventually(within: timeout, condition)
 }
 
 /// Records every delegate call of a session, an advertiser and a browser, and answers invitations.

@@ -79,20 +79,6 @@ extension CompatibilitySuites {
     struct PeerConnectivityTests {
         init() { FacadeTestSetup.prepare() }
 
-        static func pair(
-            _ security: (PeerConnectionNetworkSecurity, PeerConnectionNetworkSecurity) = (
-                .unauthenticated, .unauthenticated
-            )
-        ) -> (PeerConnectionManager, EventLog, PeerConnectionManager, EventLog) {
-            let service = FacadeTestSetup.serviceType()
-            let ann = PeerConnectionManager(
-                serviceType: service, displayName: "Ann", discoveryInfo: ["room": "lobby"], networkSecurity: security.0)
-            let ben = PeerConnectionManager(
-                serviceType: "\(service)x".count <= 15 ? "\(service)x" : service, displayName: "Ben",
-                networkSecurity: security.1)
-            return (ann, EventLog(), ben, EventLog())
-        }
-
         @Test func twoAutomaticManagersConnectAndExchangeEventsMessagesStreamsAndResources() async throws {
             let service = FacadeTestSetup.serviceType()
             let ann = PeerConnectionManager(serviceType: service, displayName: "Ann", discoveryInfo: ["room": "lobby"])
@@ -215,7 +201,6 @@ extension CompatibilitySuites {
                         handler(context == Data("please".utf8))
                     }
                 }, performListenerInBackground: true, withKey: "answer")
-            let seen = Mutex<[String]>([])
             let model = PeerBrowserModel(manager: ben)
             model.startObserving()
             defer {
@@ -244,7 +229,6 @@ extension CompatibilitySuites {
             ben.sendData(Data([1]))
             try await Task.sleep(for: .milliseconds(300))
             #expect(annLog.all.count == before)
-            _ = seen
         }
 
         @Test func serviceTypesAndNamesFollowTheRules() {
