@@ -5,9 +5,9 @@ import Synchronization
 import Testing
 
 /// The suites of the compatibility modules: one at a time (they share the facade's one network, and the
-/// heaviest sends 100 MiB to a peer that does not read), and never during a test that counts process-wide
-/// resources.
-@Suite("Compatibility modules", .serialized, .busy)
+/// heaviest sends 40 MiB to a peer that does not read), alone among the suites that make many connections (their
+/// load made timing tests of the session suites miss on CI) and the tests that count process-wide resources.
+@Suite("Compatibility modules", .serialized, .measuring)
 enum CompatibilitySuites {}
 
 /// Pins the facade to loopback and its identity folder to a temporary one, once per process.
