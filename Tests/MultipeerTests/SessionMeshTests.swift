@@ -82,6 +82,77 @@ struct SessionMeshTests {
         for node in nodes { await node.shutdown() }
     }
 
+    /// The crowd again, with links cut at random while it settles and while every member sends to every other:
+    /// whichever side loses a link (even one that ended before the peer said where it listens) keeps the
+    /// conversation through the outage, so every message arrives once and in order and none is reported lost.
+    @Test func aCrowdWithLinksCutWhileItSettlesLosesNoMessage() async throws {
+        let count = 12
+        let perPair = 30
+        for round in 0..<5 {
+            let nodes = try await (0..<count).asyncMap { try await SessionNode("Peer\($0)") }
+            for node in nodes { node.acceptAll() }
+            let received = Tally()
+            let readers = nodes.map { node in
+                Task {
+                    var iterator = node.session.messages.makeAsyncIterator()
+                    for _ in 0..<(perPair * (count - 1)) {
+                        guard let message = await iterator.next() else { return }
+                        let parts = String(decoding: message.data, as: UTF8.self).split(separator: " ")
+                        received.add(receiver: node.identity.displayName, sender: String(parts[0]), Int(parts[1])!)
+                    }
+                }
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for a in nodes {
+                    for b in nodes where a !== b { group.addTask { _ = await a.invite(b) } }
+                }
+                group.addTask {
+                    for _ in 0..<20 {
+                        try? await Task.sleep(for: .milliseconds(Int.random(in: 5...40)))
+                        let a = nodes.randomElement()!
+                        let b = nodes.randomElement()!
+                        if a !== b { await a.session.memberLink(b.identity.fingerprint)?.connection.abort() }
+                    }
+                }
+                for node in nodes {
+                    group.addTask {
+                        // Sent once every member is connected, to members that may be reconnecting by then.
+                        _ = await waitUntil(.seconds(20)) { await node.session.connectedPeers.count == count - 1 }
+                        let others = nodes.filter { $0 !== node }.map(\.peer)
+                        for sequence in 0..<perPair {
+                            let text = "\(node.identity.displayName) \(sequence)"
+                            let results = await node.session.send(Array(text.utf8), to: others)
+                            #expect(results.values.allSatisfy { $0.isEnqueued }, "round \(round): \(results)")
+                            try? await Task.sleep(for: .milliseconds(Int.random(in: 0...10)))
+                        }
+                    }
+                }
+            }
+            let total = count * (count - 1) * perPair
+            _ = await waitUntil(.seconds(20)) {
+                received.table.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + $1.count } } == total
+            }
+            for reader in readers { reader.cancel() }
+            let table = received.table
+            for node in nodes {
+                let name = node.identity.displayName
+                let bySender = table[name] ?? [:]
+                #expect(bySender.count == count - 1, "round \(round): \(name) heard only \(bySender.keys.sorted())")
+                for (sender, sequence) in bySender {
+                    #expect(sequence == Array(0..<perPair), "round \(round): \(sender) → \(name): \(sequence)")
+                }
+                let lost = node.recorder.all.filter {
+                    if case .undelivered = $0 { true } else { false }
+                }
+                #expect(lost.isEmpty, "round \(round): \(name) \(lost)")
+                #expect(
+                    !node.recorder.states.contains { $0.contains("notConnected") },
+                    "round \(round): \(name) \(node.recorder.states)")
+            }
+            for node in nodes { await node.shutdown() }
+        }
+    }
+
     /// One peer invites the others one by one; introductions mesh them; every member sends to every other
     /// and every message arrives once, in its sender's order; a member leaving is seen by all.
     @Test func introductionsMeshTheSessionAndMessagesArriveOnceInOrder() async throws {

@@ -391,20 +391,21 @@ public actor Session {
         await network.beginOutgoing(from: identity.fingerprint, to: fp)
         var outcome = await runInvitation(
             peer, addresses: addresses, serviceType: serviceType, context: context, timeout: timeout)
-        if outcome == .accepted, members[fp] == nil {
+        if outcome == .accepted, members[fp] == nil, reconnecting[fp] == nil {
             // "Already connected": the link the peer means is being adopted here right now (a crossing
             // invitation), or it is a stale one the peer has not noticed is gone.
             let deadline = ContinuousClock.now + .seconds(2)
-            while members[fp] == nil, !isDisconnected, ContinuousClock.now < deadline {
+            while members[fp] == nil, reconnecting[fp] == nil, !isDisconnected, ContinuousClock.now < deadline {
                 try? await Task.sleep(for: .milliseconds(5))
             }
-            if members[fp] == nil {
+            if members[fp] == nil, reconnecting[fp] == nil {
                 outcome = .refused(reason: "the peer says it is already connected, but this session has no link to it")
             }
         }
         await network.endOutgoing(from: identity.fingerprint, to: fp)
         inviting[fp] = inviting[fp, default: 1] > 1 ? inviting[fp]! - 1 : nil
-        if members[fp] == nil, !joining.contains(fp), inviting[fp] == nil {
+        // A member whose link dropped right after it was adopted is reconnecting, not gone.
+        if members[fp] == nil, reconnecting[fp] == nil, !joining.contains(fp), inviting[fp] == nil {
             if outcome != .accepted {
                 // Bounded: an application inviting every peer a flood of advertisements shows keeps 1,024.
                 if failedInvitations.count >= 1_024, let any = failedInvitations.keys.first {
@@ -1033,17 +1034,21 @@ public actor Session {
         let fp = link.fingerprint
         guard members[fp] === link else { return }
         members[fp] = nil
-        guard !isDisconnected, configuration.reconnectGrace > .zero,
-            let address = link.announcedAddress ?? lastAddresses[fp]
-        else {
+        guard !isDisconnected, configuration.reconnectGrace > .zero else {
             known[fp] = nil
             endConversation(fp, peer: link.peer, reason: reason)
             return report(link.peer, .notConnected, reason)
         }
+        // Where to redial: where the peer said it listens, or the address this side dialed. A link that ended
+        // before either was known (the peer's `sessions` never came) is still waited for: the peer may know
+        // where this side listens and redial it, and ending the conversation here alone would make the peer's
+        // messages of the outage look like a restart's (reported lost) instead of being delivered.
+        let address =
+            link.announcedAddress ?? lastAddresses[fp] ?? (link.isDialer ? link.connection.remoteAddress : nil)
         let grace = configuration.reconnectGrace
         let member = SessionWire.Member(
             fingerprint: fp, displayName: link.peer.displayName, sessionID: link.sessionID ?? currentID,
-            addresses: [address])
+            addresses: address.map { [$0] } ?? [])
         let timer = SessionTimer(after: grace, on: network.loop) { [weak self] in
             Task { await self?.reconnectionExpired(fp, reason: reason) }
         }
