@@ -62,12 +62,16 @@ let package = Package(
         .executableTarget(
             name: "MDNSFuzz", dependencies: ["MulticastDNS", "Multipeer"],
             swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]),
-        .testTarget(name: "MultipeerIOTests", dependencies: ["MultipeerIO"], swiftSettings: strict),
+        // The lock that keeps tests counting process-wide resources apart from busy ones, in every test target.
+        .target(name: "TestIsolation", path: "Tests/TestIsolation", swiftSettings: strict),
+        .testTarget(name: "MultipeerIOTests", dependencies: ["MultipeerIO", "TestIsolation"], swiftSettings: strict),
         .testTarget(
             name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
         .testTarget(
             name: "MultipeerTests",
-            dependencies: ["Multipeer", "MultipeerIO", "COpenSSL", "MultipeerConnectivity", "PeerConnectivity"],
+            dependencies: [
+                "Multipeer", "MultipeerIO", "COpenSSL", "MultipeerConnectivity", "PeerConnectivity", "TestIsolation",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",

@@ -3,12 +3,13 @@ import MulticastDNS
 import Multipeer
 import MultipeerIO
 
-/// `multipeer chat SERVICE --name NAME ...`: a session driven line by line (when stdin is not a terminal),
-/// one event per output line; see ``usage``.
+/// `multipeer chat SERVICE --name NAME ...`: on a terminal, a full-screen chat (nearby peers, members, messages,
+/// invitation prompts, an input line with history, file sending with progress); otherwise (or with `--line` or
+/// `--json`) a session driven line by line, one event per output line; see ``usage``.
 struct ChatCommand: PeerCommand {
     static let usage =
         "multipeer chat SERVICE [--invite NAME]... [--accept all|none|ask] [--context TEXT] [--timeout SECONDS] "
-        + "[--max-peers N] [--json] \(ConnectionOptions.usage) \(DiscoveryOptions.usage)"
+        + "[--max-peers N] [--dir DIR] [--line] [--json] \(ConnectionOptions.usage) \(DiscoveryOptions.usage)"
     static let summary = "join a session: invite, accept, send lines; events one per line (--json: as JSON)"
 
     enum AcceptPolicy: String { case all, none, ask }
@@ -20,6 +21,9 @@ struct ChatCommand: PeerCommand {
     var timeout: Duration
     var maximumPeers: Int
     var json: Bool
+    var line: Bool
+    /// Where files members send are saved (a private folder of the user's by default).
+    var directory: String?
     var options: PeerOptions
 
     init(arguments: [String]) throws(UsageError) {
@@ -42,6 +46,8 @@ struct ChatCommand: PeerCommand {
         }
         maximumPeers = value
         json = arguments.flag("--json")
+        line = arguments.flag("--line")
+        directory = try arguments.value(of: "--dir")
         serviceType = try arguments.positional("SERVICE")
         _ = try DiscoveryOptions.serviceType(serviceType)
         try arguments.finish()
@@ -50,28 +56,59 @@ struct ChatCommand: PeerCommand {
     func run() async -> Int32 {
         let signals = TerminationSignals()
         let chat: Chat
+        let screen = !line && !json && FullScreen.isAvailable ? FullScreen() : nil
+        // On the screen, every member's verification code is shown (the invitee's prompt shows it too), so two
+        // people can compare them; the hook only reports, it lets everyone in.
+        let (codes, codeSink) = AsyncStream<(String, String)>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        let verify: (@Sendable (PeerVerificationRequest) async -> VerificationDecision)? =
+            screen == nil
+            ? nil
+            : { @Sendable request in
+                codeSink.yield((request.peer.displayName, request.verificationCode.map { "\($0)" } ?? "none"))
+                return .accept
+            }
         do {
             let (network, session, advertiser, browser) = try await options.join(
-                serviceType, maximumPeers: maximumPeers)
+                serviceType, maximumPeers: maximumPeers, verifyPeer: verify, resourceDirectory: directory)
             chat = Chat(
                 network: network, session: session, advertiser: advertiser, browser: browser, json: json,
-                invite: invite, accept: accept, context: Array(context.utf8), timeout: timeout)
+                invite: invite, accept: accept, context: Array(context.utf8), timeout: timeout, screen: screen,
+                serviceType: serviceType)
         } catch {
+            screen?.restore()
             Output.error("multipeer: \(error.reason)")
             return 1
         }
-        let input = InputLines()
         await chat.start()
         await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await line in input.lines {
-                    if await chat.handle(line) == .quit { break }
+            if let screen {
+                group.addTask {
+                    for await key in screen.keys {
+                        if await chat.key(key) == .quit { break }
+                    }
+                }
+                let watcher = Task { for await (name, code) in codes { await chat.verified(name, code: code) } }
+                group.addTask {
+                    await withTaskCancellationHandler {
+                        await watcher.value
+                    } onCancel: {
+                        watcher.cancel()
+                    }
+                }
+                group.addTask { for await _ in screen.resizes { await chat.redraw() } }
+            } else {
+                let input = InputLines()
+                group.addTask {
+                    for await line in input.lines {
+                        if await chat.handle(line) == .quit { break }
+                    }
                 }
             }
             group.addTask { _ = await signals.wait() }
             await group.next()
             group.cancelAll()
         }
+        screen?.restore()
         await chat.leave()
         return 0
     }
@@ -96,12 +133,16 @@ struct PeerOptions {
 
     /// What the session commands (`chat`, `colors`) run on: a network, a session, an advertiser and a browser of
     /// `serviceType`, with these options' identity and security.
-    func join(_ serviceType: String, maximumPeers: Int = 64) async throws(SessionError) -> (
-        PeerNetwork, Session, PeerAdvertiser, PeerBrowser
-    ) {
+    func join(
+        _ serviceType: String, maximumPeers: Int = 64,
+        verifyPeer: (@Sendable (PeerVerificationRequest) async -> VerificationDecision)? = nil,
+        resourceDirectory: String? = nil
+    ) async throws(SessionError) -> (PeerNetwork, Session, PeerAdvertiser, PeerBrowser) {
         let made = try network()
         var configuration = session
         configuration.maximumPeers = maximumPeers
+        configuration.verifyPeer = verifyPeer
+        if let resourceDirectory { configuration.resourceDirectory = resourceDirectory }
         let joined = try await Session(identity: connection.identity, configuration: configuration, network: made)
         let advertiser = try await PeerAdvertiser(
             serviceType: serviceType, identity: connection.identity, encryption: connection.encryption,
@@ -175,7 +216,8 @@ final class InputLines: Sendable {
     }
 }
 
-/// The chat's state: who was found, who is invited or connected, what is pending; prints every event.
+/// The chat's state: who was found, who is invited or connected, what is pending; prints every event (line
+/// mode) or shows it (full screen).
 actor Chat {
     enum Step { case next, quit }
 
@@ -194,11 +236,29 @@ actor Chat {
     private var tasks: [Task<Void, Never>] = []
     /// Set once leaving: discovery and invitation outcomes no longer matter.
     private var leaving = false
+    // Full screen only.
+    let screen: FullScreen?
+    let serviceType: String
+    private var editor = LineEditor()
+    /// The message pane, oldest first, at most ``paneLimit`` lines.
+    private var pane: [String] = []
+    static let paneLimit = 1_000
+    /// Invitations waiting for an answer, oldest first (the prompt asks about the first).
+    private var promptOrder: [String] = []
+    /// Peers this side is inviting now.
+    private var inviting: Set<String> = []
+    /// The verification code of each member's link, by name.
+    private var codes: [String: String] = [:]
+    /// Files on their way, each shown with a progress bar.
+    private var transfers: [(id: ObjectIdentifier, printer: ProgressPrinter, completed: @Sendable () -> Int64)] = []
 
     init(
         network: PeerNetwork, session: Session, advertiser: PeerAdvertiser, browser: PeerBrowser, json: Bool,
-        invite: Set<String>, accept: ChatCommand.AcceptPolicy, context: [UInt8], timeout: Duration
+        invite: Set<String>, accept: ChatCommand.AcceptPolicy, context: [UInt8], timeout: Duration,
+        screen: FullScreen? = nil, serviceType: String = ""
     ) {
+        self.screen = screen
+        self.serviceType = serviceType
         self.network = network
         self.session = session
         self.advertiser = advertiser
@@ -220,10 +280,32 @@ actor Chat {
                     self.print("message", message.peer.displayName, String(decoding: message.data, as: UTF8.self))
                 }
             })
+        guard screen != nil else { return }
+        // Progress bars move while files travel.
+        tasks.append(
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(250))
+                    if self.hasTransfers { self.redraw() }
+                }
+            })
+        redraw()
     }
+
+    private var hasTransfers: Bool { !transfers.isEmpty }
 
     /// Prints `event NAME[: TEXT]`, or the same as a JSON object.
     private func print(_ event: String, _ name: String, _ text: String? = nil, extra: [(String, String)] = []) {
+        if screen != nil {
+            let escaped = text.map(Output.escaped)
+            if event == "message" {
+                show("\(Output.escaped(name)): \(escaped ?? "")")
+            } else {
+                let words = ([event, Output.escaped(name)] + extra.map(\.1)).joined(separator: " ")
+                show("· " + (escaped.flatMap { $0.isEmpty ? nil : "\(words): \($0)" } ?? words))
+            }
+            return
+        }
         if json {
             var fields = [("event", event), ("name", name)] + extra
             if let text { fields.append(("text", text)) }
@@ -243,7 +325,9 @@ actor Chat {
         case .found(let discovered):
             let peer = discovered.peer
             found[peer.displayName] = peer
-            print("found", peer.displayName, extra: [("fingerprint", peer.claimedFingerprint.description)])
+            print(
+                "found", peer.displayName,
+                extra: screen == nil ? [("fingerprint", peer.claimedFingerprint.description)] : [])
             if autoInvite.contains(peer.displayName), connected[peer.displayName] == nil {
                 invite(peer, context: context)
             }
@@ -260,6 +344,7 @@ actor Chat {
         let browser = browser
         let session = session
         let timeout = timeout
+        inviting.insert(peer.displayName)
         Task {
             let outcome = await browser.invite(peer, into: session, context: context, timeout: timeout)
             self.invitationEnded(peer, outcome)
@@ -267,6 +352,7 @@ actor Chat {
     }
 
     private func invitationEnded(_ peer: Peer, _ outcome: InvitationOutcome) {
+        inviting.remove(peer.displayName)
         guard !leaving else { return }
         switch outcome {
         case .accepted: print("accepted", peer.displayName)
@@ -283,6 +369,8 @@ actor Chat {
         let context = String(decoding: invitation.context, as: UTF8.self)
         if json {
             print("invitation", name, context, extra: [("code", code)])
+        } else if screen != nil {
+            show("· invitation from \(Output.escaped(name)) code \(code): \(Output.escaped(context))")
         } else {
             Output.line("invitation from \(Output.escaped(name)) code \(code): \(Output.escaped(context))")
         }
@@ -291,13 +379,16 @@ actor Chat {
             do {
                 try await invitation.accept(into: session)
             } catch {
-                Output.error("could not accept \(name): \(error.reason)")
+                complain("could not accept \(name): \(error.reason)")
             }
         case .none:
             invitation.decline(reason: "not accepting invitations")
         case .ask:
             pending[name]?.decline(reason: "a newer invitation replaced this one")
             pending[name] = invitation
+            promptOrder.removeAll { $0 == name }
+            promptOrder.append(name)
+            redraw()
         }
     }
 
@@ -316,8 +407,14 @@ actor Chat {
         case .peerChanged:
             break
         case .resourceStarted(let resource):
+            let printer = ProgressPrinter(
+                verb: "receiving",
+                name: "\(Output.escaped(resource.name)) from \(Output.escaped(resource.peer.displayName))",
+                total: resource.size)
+            transfers.append((ObjectIdentifier(resource), printer, { resource.progress.completedUnitCount }))
             print("receiving", resource.peer.displayName, resource.name, extra: [("size", "\(resource.size) bytes")])
         case .resourceFinished(let resource, let result):
+            transfers.removeAll { $0.id == ObjectIdentifier(resource) }
             switch result {
             case .success(let url): print("received", resource.peer.displayName, url.path)
             case .failure(let error): print("failed", resource.peer.displayName, "\(resource.name): \(error.reason)")
@@ -335,11 +432,12 @@ actor Chat {
         guard line.hasPrefix("/") else {
             let peers = Array(connected.values)
             guard !peers.isEmpty else {
-                Output.error("nobody is connected; the line was not sent")
+                complain("nobody is connected; the line was not sent")
                 return .next
             }
+            if screen != nil { show("\(Output.escaped(session.localPeer.displayName)): \(Output.escaped(line))") }
             for (peer, result) in await session.send(Array(line.utf8), to: peers) {
-                if case .failed(let error) = result { Output.error("not sent to \(peer.displayName): \(error.reason)") }
+                if case .failed(let error) = result { complain("not sent to \(peer.displayName): \(error.reason)") }
             }
             return .next
         }
@@ -357,38 +455,207 @@ actor Chat {
             return .quit
         case "/invite":
             guard let peer = found[name] else {
-                Output.error("no peer named '\(name)' was found")
+                complain("no peer named '\(name)' was found")
                 return .next
             }
             invite(peer, context: words.count > 2 ? Array(rest.utf8) : context)
         case "/accept":
-            guard let invitation = pending.removeValue(forKey: name) else {
-                Output.error("no invitation from '\(name)' is pending")
-                return .next
-            }
-            do {
-                try await invitation.accept(into: session)
-            } catch {
-                Output.error("could not accept \(name): \(error.reason)")
-            }
+            await acceptPending(name)
         case "/decline":
-            guard let invitation = pending.removeValue(forKey: name) else {
-                Output.error("no invitation from '\(name)' is pending")
+            declinePending(name, reason: rest)
+        case "/send":
+            guard let peer = connected[name] else {
+                complain("'\(name)' is not a member: invite it first")
                 return .next
             }
-            invitation.decline(reason: rest)
+            send(file: rest, to: peer)
         case "/to":
             guard let peer = connected[name] else {
-                Output.error("'\(name)' is not connected")
+                complain("'\(name)' is not connected")
                 return .next
             }
+            if screen != nil {
+                show("\(Output.escaped(session.localPeer.displayName)) → \(name): \(Output.escaped(rest))")
+            }
             if case .failed(let error)? = await session.send(Array(rest.utf8), to: [peer])[peer] {
-                Output.error("not sent to \(name): \(error.reason)")
+                complain("not sent to \(name): \(error.reason)")
             }
         default:
-            Output.error("unknown command \(words.first ?? line); try /invite, /accept, /decline, /to, /quit")
+            complain("unknown command \(words.first ?? line); try /invite, /accept, /decline, /to, /send, /quit")
         }
         return .next
+    }
+
+    private func acceptPending(_ name: String) async {
+        promptOrder.removeAll { $0 == name }
+        guard let invitation = pending.removeValue(forKey: name) else {
+            return complain("no invitation from '\(name)' is pending")
+        }
+        do {
+            try await invitation.accept(into: session)
+        } catch {
+            complain("could not accept \(name): \(error.reason)")
+        }
+    }
+
+    private func declinePending(_ name: String, reason: String) {
+        promptOrder.removeAll { $0 == name }
+        guard let invitation = pending.removeValue(forKey: name) else {
+            return complain("no invitation from '\(name)' is pending")
+        }
+        invitation.decline(reason: reason)
+        if screen != nil {
+            show("· declined \(Output.escaped(name))" + (reason.isEmpty ? "" : ": \(Output.escaped(reason))"))
+        }
+    }
+
+    /// `/send NAME FILE`: the file (or an http(s) URL) goes to the member, with a progress bar on the screen and
+    /// a final `sent NAME: FILE SIZE bytes sha256 HEX` (or `failed NAME: FILE: REASON`).
+    private func send(file: String, to peer: Peer) {
+        guard !file.isEmpty else { return complain("which file? /send NAME FILE") }
+        let url: URL
+        if file.hasPrefix("http://") || file.hasPrefix("https://"), let remote = URL(string: file) {
+            url = remote
+        } else {
+            let path = NSString(string: file).expandingTildeInPath
+            guard FileManager.default.isReadableFile(atPath: path) else { return complain("cannot read \(file)") }
+            url = URL(fileURLWithPath: path)
+        }
+        let name = url.lastPathComponent.isEmpty ? "resource" : url.lastPathComponent
+        let session = session
+        Task {
+            let transfer: ResourceTransfer
+            do throws(SessionError) {
+                transfer = try await session.sendResource(at: url, named: name, to: peer)
+            } catch {
+                return self.print("failed", peer.displayName, "\(name): \(error.reason)")
+            }
+            self.started(transfer)
+            let result: Result<ResourceReceipt, SessionError>
+            do throws(SessionError) { result = .success(try await transfer.finished()) } catch {
+                result = .failure(error)
+            }
+            self.ended(transfer, result)
+        }
+    }
+
+    private func started(_ transfer: ResourceTransfer) {
+        let printer = ProgressPrinter(
+            verb: "sending", name: "\(transfer.name) to \(transfer.peer.displayName)",
+            total: transfer.progress.totalUnitCount)
+        transfers.append((ObjectIdentifier(transfer), printer, { transfer.progress.completedUnitCount }))
+        redraw()
+    }
+
+    private func ended(_ transfer: ResourceTransfer, _ result: Result<ResourceReceipt, SessionError>) {
+        transfers.removeAll { $0.id == ObjectIdentifier(transfer) }
+        switch result {
+        case .success(let receipt):
+            print("sent", transfer.peer.displayName, "\(transfer.name) \(receipt.size) bytes sha256 \(receipt.sha256)")
+        case .failure(let error):
+            print("failed", transfer.peer.displayName, "\(transfer.name): \(error.reason)")
+        }
+    }
+
+    // MARK: Full screen
+
+    /// A member's link passed its security checks with this verification code.
+    func verified(_ name: String, code: String) {
+        codes[name] = code
+        redraw()
+    }
+
+    /// A line for the message pane, and a redraw.
+    private func show(_ line: String) {
+        pane.append(line)
+        if pane.count > Self.paneLimit { pane.removeFirst(pane.count - Self.paneLimit) }
+        redraw()
+    }
+
+    /// A mistake of the user's: on the screen's pane, or on stderr in line mode.
+    private func complain(_ text: String) {
+        if screen != nil { show("! " + text) } else { Output.error(text) }
+    }
+
+    /// A key typed on the full screen: editing, history, Enter runs the line (or answers the invitation
+    /// prompt), Ctrl-D on an empty line quits.
+    func key(_ key: Key) async -> Step {
+        if key == .control(4), editor.text.isEmpty { return .quit }
+        guard case .submitted(let line) = editor.apply(key) else {
+            redraw()
+            return .next
+        }
+        let step: Step
+        if let name = promptOrder.first, !line.hasPrefix("/") {
+            step = await answer(name, line)
+        } else {
+            step = await handle(line)
+        }
+        redraw()
+        return step
+    }
+
+    /// An answer to the invitation prompt: `y` accepts; `n` and an optional reason declines.
+    private func answer(_ name: String, _ line: String) async -> Step {
+        let word = line.prefix { $0 != " " }.lowercased()
+        let reason = String(line.drop { $0 != " " }.drop { $0 == " " })
+        switch word {
+        case "y", "yes", "a", "accept": await acceptPending(name)
+        case "n", "no", "d", "decline": declinePending(name, reason: reason.isEmpty ? "declined" : reason)
+        default: complain("answer y to accept \(name), or n and a reason to decline")
+        }
+        return .next
+    }
+
+    func redraw() {
+        guard let screen, !leaving else { return }
+        let names = Set(found.keys).union(connected.keys).union(pending.keys).sorted()
+        let nearby = names.map { name -> (name: String, state: String) in
+            let state: String
+            if let peer = connected[name] {
+                state =
+                    peer.isAuthenticated
+                    ? "member, code \(codes[name] ?? "none")" : "member, not proven (plaintext)"
+            } else if let invitation = pending[name] {
+                state = "invites you, code \(invitation.verificationCode?.description ?? "none")"
+            } else if inviting.contains(name) {
+                state = "invited, waiting"
+            } else {
+                state = "found " + String((found[name]?.claimedFingerprint.description ?? "").prefix(14))
+            }
+            return (Output.escaped(name), state)
+        }
+        let members = connected.keys.sorted().map { name in
+            Output.escaped(name) + (connected[name]?.isAuthenticated == true ? " ✓" : "")
+        }
+        var prompt: String?
+        var inputPrompt = "> "
+        if let name = promptOrder.first, let invitation = pending[name] {
+            let context = String(decoding: invitation.context, as: UTF8.self)
+            prompt =
+                "\(Output.escaped(name)) invites you" + (context.isEmpty ? "" : ": \"\(Output.escaped(context))\"")
+                + " (verification code \(invitation.verificationCode?.description ?? "none")). "
+                + "Type y to accept, or n and a reason to decline."
+            inputPrompt = "answer \(Output.escaped(name))> "
+        }
+        let bars = transfers.map { transfer -> String in
+            let done = transfer.completed()
+            let total = transfer.printer.total
+            let width = 20
+            let filled = total > 0 ? min(width, Int(Double(width) * Double(done) / Double(total))) : width
+            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+            let percent = total > 0 ? Int(100 * done / total) : 100
+            return "[\(bar)] \(percent)% " + transfer.printer.line(done)
+        }
+        let me = session.localPeer
+        let view = ChatView(
+            title: "multipeer chat · \(Output.escaped(me.displayName)) · \(serviceType) · \(members.count) "
+                + (members.count == 1 ? "member" : "members"),
+            nearby: nearby, members: members, pane: pane, transfers: bars, prompt: prompt, inputPrompt: inputPrompt,
+            input: editor.text)
+        let (rows, columns) = screen.size
+        let (lines, cursor) = view.render(rows: rows, columns: columns)
+        screen.draw(lines, cursor: cursor)
     }
 
     /// Leaves the session cleanly: members see `left`.

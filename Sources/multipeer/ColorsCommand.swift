@@ -1,5 +1,4 @@
 internal import Foundation
-internal import Glibc
 import Multipeer
 
 /// `multipeer colors SERVICE --name NAME`: the "connected colors" app. Every instance advertises, browses,
@@ -30,7 +29,7 @@ struct ColorsCommand: PeerCommand {
     func run() async -> Int32 {
         let signals = TerminationSignals()
         let colors: Colors
-        let screen = !line && isatty(0) == 1 && isatty(1) == 1 ? ColorScreen() : nil
+        let screen = !line && FullScreen.isAvailable ? FullScreen() : nil
         do {
             let (network, session, advertiser, browser) = try await options.join(serviceType)
             colors = Colors(
@@ -95,14 +94,14 @@ actor Colors {
     let session: Session
     let advertiser: PeerAdvertiser
     let browser: PeerBrowser
-    let screen: ColorScreen?
+    let screen: FullScreen?
     private var color: SharedColor?
     private var pickedBy = ""
     private var connected: [String: Peer] = [:]
     private var tasks: [Task<Void, Never>] = []
     private var leaving = false
 
-    init(network: PeerNetwork, session: Session, advertiser: PeerAdvertiser, browser: PeerBrowser, screen: ColorScreen?)
+    init(network: PeerNetwork, session: Session, advertiser: PeerAdvertiser, browser: PeerBrowser, screen: FullScreen?)
     {
         self.network = network
         self.session = session
@@ -186,20 +185,17 @@ actor Colors {
     }
 
     /// Full screen: 1-8 or a color's initial picks it (p is purple, k pink), q quits.
-    func key(_ key: UInt8) async -> Step {
+    func key(_ key: Key) async -> Step {
         let all = SharedColor.allCases
-        switch key {
-        case UInt8(ascii: "q"), 3, 4: return .quit  // q, Ctrl-C, Ctrl-D
-        case UInt8(ascii: "1")...UInt8(ascii: "8"): await pick(all[Int(key - UInt8(ascii: "1"))])
-        case UInt8(ascii: "r"): await pick(.red)
-        case UInt8(ascii: "o"): await pick(.orange)
-        case UInt8(ascii: "y"): await pick(.yellow)
-        case UInt8(ascii: "g"): await pick(.green)
-        case UInt8(ascii: "t"): await pick(.teal)
-        case UInt8(ascii: "b"): await pick(.blue)
-        case UInt8(ascii: "p"): await pick(.purple)
-        case UInt8(ascii: "k"): await pick(.pink)
-        default: break
+        guard case .text(let text) = key else {
+            return key == .control(3) || key == .control(4) ? .quit : .next  // Ctrl-C, Ctrl-D
+        }
+        switch text {
+        case "q": return .quit
+        case "1", "2", "3", "4", "5", "6", "7", "8": await pick(all[Int(text)! - 1])
+        case "k": await pick(.pink)
+        default:
+            if let picked = all.first(where: { $0 != .pink && $0.rawValue.hasPrefix(text) }) { await pick(picked) }
         }
         return .next
     }
@@ -224,71 +220,11 @@ actor Colors {
         lines.append(
             SharedColor.allCases.enumerated().map { "\($0.offset + 1) \($0.element.rawValue)" }.joined(separator: "  "))
         lines.append("q quit")
-        screen.draw(lines, background: color?.ansi, foreground: color?.foreground)
+        screen.fill(lines, background: color?.ansi, foreground: color?.foreground)
     }
 
     func leave() async {
         leaving = true
         await PeerOptions.leave(network, session, advertiser, browser, tasks: tasks)
-    }
-}
-
-/// The terminal while the colors app runs full screen: raw keys, the alternate screen, no cursor; restored on
-/// exit (and on SIGINT/SIGTERM, which the command handles, and SIGWINCH redraws).
-final class ColorScreen: @unchecked Sendable {
-    // Safety: `saved` is written once in init and read in restore; drawing happens on one actor.
-    private var saved = termios()
-    private let restored = NSLock()
-    private var isRestored = false
-    let keys: AsyncStream<UInt8>
-    let resizes: AsyncStream<Void>
-    private let resizeSignals = SignalStream(SIGWINCH)
-
-    init() {
-        tcgetattr(0, &saved)
-        var raw = saved
-        raw.c_lflag &= ~tcflag_t(ECHO | ICANON)
-        raw.c_cc.6 = 1  // VMIN
-        raw.c_cc.5 = 0  // VTIME
-        tcsetattr(0, TCSANOW, &raw)
-        Output.write("\u{1b}[?1049h\u{1b}[?25l")
-        let (keys, sink) = AsyncStream<UInt8>.makeStream()
-        self.keys = keys
-        resizes = resizeSignals.signals
-        Thread.detachNewThread {
-            var byte: UInt8 = 0
-            while read(0, &byte, 1) == 1 { sink.yield(byte) }
-            sink.finish()
-        }
-    }
-
-    /// Fills the screen with `background` and writes `lines` from the top left.
-    func draw(_ lines: [String], background: Int?, foreground: Int?) {
-        var size = winsize()
-        _ = ioctl(1, UInt(TIOCGWINSZ), &size)
-        let rows = max(Int(size.ws_row), lines.count + 2)
-        let columns = max(Int(size.ws_col), 20)
-        var out = "\u{1b}[H"
-        out += background.map { "\u{1b}[48;5;\($0)m" } ?? "\u{1b}[49m"
-        out += foreground.map { "\u{1b}[38;5;\($0)m" } ?? "\u{1b}[39m"
-        for row in 0..<rows {
-            let text = row >= 1 && row - 1 < lines.count ? "  " + lines[row - 1] : ""
-            let cut = String(text.prefix(columns))
-            out += cut + String(repeating: " ", count: max(0, columns - cut.count))
-            if row < rows - 1 { out += "\r\n" }
-        }
-        out += "\u{1b}[0m"
-        Output.write(out)
-    }
-
-    /// Puts the terminal back as it was (once).
-    func restore() {
-        let first = restored.withLock { () -> Bool in
-            defer { isRestored = true }
-            return !isRestored
-        }
-        guard first else { return }
-        Output.write("\u{1b}[0m\u{1b}[?25h\u{1b}[?1049l")
-        tcsetattr(0, TCSANOW, &saved)
     }
 }

@@ -1,9 +1,13 @@
 internal import Foundation
 import MulticastDNS
+import MultipeerIO
 
 /// The `multipeer` command-line tool.
 @main
 struct MultipeerTool {
+    /// The option every networking command takes (the library's log, on stderr).
+    static let logUsage = "[--log-level LEVEL]"
+
     static let commands: [(name: String, usage: String, summary: String)] = [
         ("demo", DemoCommand.usage, DemoCommand.summary),
         ("advertise", AdvertiseCommand.usage, AdvertiseCommand.summary),
@@ -15,7 +19,9 @@ struct MultipeerTool {
         ("send", FilesCommand.sendUsage, FilesCommand.sendSummary),
         ("receive", FilesCommand.receiveUsage, FilesCommand.receiveSummary),
         ("identity", IdentityCommand.usage, IdentityCommand.summary),
-    ]
+    ].map { command in
+        (command.0, command.0 == "identity" ? command.1 : command.1 + " " + logUsage, command.2)
+    }
 
     static var help: String {
         var text = "usage: multipeer COMMAND [OPTIONS]\n\ncommands:\n"
@@ -24,6 +30,9 @@ struct MultipeerTool {
         }
         text += "\n"
         for command in commands { text += "  \(command.usage)\n" }
+        text +=
+            "\n--log-level LEVEL (or the environment's MULTIPEER_LOG=LEVEL) writes what the library does to stderr:\n"
+        text += "off (the default), error, warning, info (connections, invitations, members, files), debug, trace.\n"
         return text
     }
 
@@ -34,6 +43,16 @@ struct MultipeerTool {
             exit(arguments.isEmpty ? 64 : 0)
         }
         arguments.removeFirst()
+        if let index = arguments.firstIndex(of: "--log-level"), name != "identity" {
+            let value = index + 1 < arguments.count ? arguments[index + 1] : ""
+            guard let level = LogLevel(name: value) else {
+                Output.error("multipeer: --log-level wants off, error, warning, info, debug or trace, not '\(value)'")
+                Output.error(commands.first { $0.name == name }.map { "usage: \($0.usage)" } ?? help)
+                exit(64)
+            }
+            Log.level = level
+            arguments.removeSubrange(index...min(index + 1, arguments.count - 1))
+        }
         if arguments.contains("--help") || arguments.contains("-h") {
             Output.line(commands.first { $0.name == name }?.usage ?? help)
             exit(0)

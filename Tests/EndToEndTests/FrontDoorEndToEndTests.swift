@@ -90,6 +90,47 @@ struct FrontDoorEndToEndTests {
     }
 }
 
+extension FrontDoorEndToEndTests {
+    /// `--log-level` and `MULTIPEER_LOG`: the library says what it does on stderr (discovery, connections,
+    /// invitations, members), at the level asked for, and nothing without one.
+    @Test(.requires(.netLab)) func logLevelsWriteWhatTheLibraryDoesOnStderr() async throws {
+        try await withNetLab(hosts: 3) { lab in
+            let binary = try MultipeerBinary.require()
+            let service = "mp-log-e2e"
+            let alpha = try lab.spawn(
+                host: 0, binary,
+                ["chat", service, "--name", "Alpha", "--interface", NetLab.interfaceName, "--log-level", "info"],
+                interactive: true)
+            let beta = try lab.spawn(
+                host: 1, binary,
+                ["chat", service, "--name", "Beta", "--accept", "all", "--interface", NetLab.interfaceName],
+                environment: ["MULTIPEER_LOG": "debug"], interactive: true)
+            let quiet = try lab.spawn(
+                host: 2, binary, ["chat", service, "--name", "Quiet", "--interface", NetLab.interfaceName],
+                interactive: true)
+            _ = await SessionEndToEndTests.expectLine(alpha, "found Beta ", within: .seconds(30))
+            _ = await SessionEndToEndTests.expectLine(quiet, "found Beta ", within: .seconds(30))
+            alpha.writeLine("/invite Beta")
+            await Self.expect(alpha, "connected Beta")
+            await Self.expect(beta, "connected Alpha")
+            alpha.closeInput()
+            await Self.expect(beta, "disconnected Alpha: left")
+            beta.closeInput()
+            quiet.closeInput()
+            for process in [alpha, beta, quiet] { #expect(await process.exited(within: .seconds(10)) == 0) }
+            let alphaLog = alpha.standardError
+            #expect(alphaLog.contains(" info mdns: found 'Beta'"), "\(alphaLog)")
+            #expect(alphaLog.contains(" info connection: ") && alphaLog.contains("connected to 'Beta'"), "\(alphaLog)")
+            #expect(alphaLog.contains(" info session: invitation to 'Beta': accepted"), "\(alphaLog)")
+            #expect(!alphaLog.contains(" debug "), "info leaves out debug lines: \(alphaLog)")
+            let betaLog = beta.standardError
+            #expect(betaLog.contains(" debug session: "), "\(betaLog)")
+            #expect(betaLog.contains(" info session: 'Alpha' ") && betaLog.contains("notConnected: left"), "\(betaLog)")
+            #expect(quiet.standardError.isEmpty, "no level, no log: \(quiet.standardError)")
+        }
+    }
+}
+
 /// The full-screen interfaces, driven through tmux on loopback (what a person sees: `capture-pane`).
 @Suite(.tags(.needsCLI), .serialized)
 struct FullScreenTests {
@@ -177,6 +218,76 @@ struct FullScreenTests {
         // The other one saw Vee leave.
         let left = try await Self.waitFor(socket, "one") { $0.contains("connected (0)") }
         #expect(left.contains("connected (0): nobody yet"), "\(left)")
+    }
+
+    /// The full-screen chat as a person uses it: an invitation prompt with the message and the code (the same
+    /// code on both screens), an answer typed at the prompt, a message each way, a file with its progress bar
+    /// and checksum, a redraw at a new size, history, and Ctrl-C restoring the terminal while the other side
+    /// sees the goodbye.
+    @Test(.requires(.tmux)) func chatRunsFullScreenWithPromptMessagesProgressAndRestore() async throws {
+        let binary = try MultipeerBinary.require()
+        let (folder, socket) = try Self.scratch()
+        defer { Self.cleanUp(folder, socket) }
+        let service = "mp-chat-\(UInt16.random(in: 0...UInt16.max))"
+        // Large enough that its transfer lasts a while (a sparse file: no disk is used).
+        let file = folder.appendingPathComponent("big.bin")
+        #expect(FileManager.default.createFile(atPath: file.path, contents: nil))
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.truncate(atOffset: 512 << 20)
+        try handle.close()
+        for (session, name) in [("one", "Ada"), ("two", "Bea")] {
+            let command =
+                "XDG_DATA_HOME=\(folder.path)/\(name) \(binary) chat \(service) --name \(name) --loopback "
+                + "--dir \(folder.path); "
+                + "echo exited $?; sleep 30"
+            _ = try Self.tmux(socket, ["new-session", "-d", "-s", session, "-x", "110", "-y", "24", command])
+        }
+        let found = try await Self.waitFor(socket, "one") { $0.contains("Bea") && $0.contains("found") }
+        #expect(found.contains("multipeer chat · Ada") && found.contains("Nearby (1)"), "\(found)")
+        _ = try Self.tmux(socket, ["send-keys", "-t", "one", "/invite Bea shall we talk?", "Enter"])
+        let prompt = try await Self.waitFor(socket, "two") { $0.contains("Type y to accept") }
+        #expect(prompt.contains("Ada invites you: \"shall we talk?\" (verification code "), "\(prompt)")
+        #expect(prompt.contains("answer Ada>"), "\(prompt)")
+        let code = try #require(
+            prompt.firstRange(of: /verification code (\d+)/).map { String(prompt[$0].split(separator: " ").last!) },
+            "\(prompt)")
+        _ = try Self.tmux(socket, ["send-keys", "-t", "two", "y", "Enter"])
+        // Both screens list the other as a member with the same code.
+        let member = try await Self.waitFor(socket, "one") { $0.contains("member, code") }
+        #expect(member.contains("member, code \(code)"), "code \(code): \(member)")
+        let other = try await Self.waitFor(socket, "two") { $0.contains("member, code") }
+        #expect(other.contains("member, code \(code)") && other.contains("Members (1)"), "\(other)")
+        _ = try Self.tmux(socket, ["send-keys", "-t", "two", "hello from Bea", "Enter"])
+        let heard = try await Self.waitFor(socket, "one") { $0.contains("Bea: hello from Bea") }
+        #expect(heard.contains("Bea: hello from Bea"), "\(heard)")
+        // A file: a progress bar while it travels, then the checksum.
+        _ = try Self.tmux(socket, ["send-keys", "-t", "one", "/send Bea \(file.path)", "Enter"])
+        let moving = try await Self.waitFor(socket, "two", within: .seconds(60)) {
+            $0.contains("receiving big.bin") && $0.contains("[#")
+        }
+        #expect(moving.contains("% receiving big.bin from Ada") && moving.contains("[#"), "\(moving)")
+        let sent = try await Self.waitFor(socket, "one", within: .seconds(120)) { $0.contains("sent Bea") }
+        #expect(sent.contains("sent Bea: big.bin 536870912 bytes sha256"), "\(sent)")
+        // Saved where --dir said, under a new name (the original is in the same folder).
+        let received = try await Self.waitFor(socket, "two") { $0.contains("received Ada") }
+        #expect(received.contains("received Ada: \(folder.path)/big"), "\(received)")
+        let saved = try FileManager.default.attributesOfItem(atPath: folder.appendingPathComponent("big (2).bin").path)
+        #expect((saved[.size] as? Int) == 512 << 20)
+        // A new size: everything is drawn again for it.
+        _ = try Self.tmux(socket, ["resize-window", "-t", "one", "-x", "70", "-y", "16"])
+        let resized = try await Self.waitFor(socket, "one") { screen in
+            screen.split(separator: "\n").allSatisfy { $0.count <= 70 } && screen.contains("multipeer chat · Ada")
+        }
+        #expect(resized.split(separator: "\n").count <= 16 && resized.contains("Bea: hello from Bea"), "\(resized)")
+        // History: the arrow brings the last line back.
+        _ = try Self.tmux(socket, ["send-keys", "-t", "one", "Up"])
+        let recalled = try await Self.waitFor(socket, "one") { $0.contains("> /send Bea") }
+        #expect(recalled.contains("> /send Bea"), "\(recalled)")
+        _ = try Self.tmux(socket, ["send-keys", "-t", "one", "C-u", "C-c"])
+        let after = try await Self.waitFor(socket, "one") { $0.contains("exited") }
+        #expect(after.contains("exited 0") && !after.contains("multipeer chat"), "\(after)")
+        let left = try await Self.waitFor(socket, "two") { $0.contains("disconnected Ada") }
+        #expect(left.contains("disconnected Ada: left"), "\(left)")
     }
 
     @Test(.requires(.tmux)) func browseShowsALiveTableOnATerminal() async throws {

@@ -1,8 +1,9 @@
 import Glibc
 import MultipeerIO
+import TestIsolation
 import Testing
 
-@Suite struct TCPConnectionMemoryTests {
+@Suite(.measuring) struct TCPConnectionMemoryTests {
     /// Connection pairs the test opens (twice as many descriptors and `TCPConnection`s).
     static let pairs = 1000
 

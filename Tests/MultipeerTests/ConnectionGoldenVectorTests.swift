@@ -1,3 +1,4 @@
+import TestIsolation
 import Testing
 
 @testable import Multipeer

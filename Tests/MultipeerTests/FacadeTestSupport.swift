@@ -2,6 +2,7 @@ import Foundation
 import Multipeer
 import MultipeerConnectivity
 import Synchronization
+import TestIsolation
 import Testing
 
 /// The suites of the compatibility modules: one at a time (they share the facade's one network, and the

@@ -1,5 +1,6 @@
 import MulticastDNS
 import MultipeerIO
+import TestIsolation
 import Testing
 
 @testable import Multipeer

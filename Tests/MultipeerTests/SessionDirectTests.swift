@@ -1,5 +1,6 @@
 import Foundation
 import MultipeerIO
+import TestIsolation
 import Testing
 
 @testable import Multipeer

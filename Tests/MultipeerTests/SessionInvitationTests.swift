@@ -1,4 +1,5 @@
 import MultipeerIO
+import TestIsolation
 import Testing
 
 @testable import Multipeer

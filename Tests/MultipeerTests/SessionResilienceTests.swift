@@ -1,5 +1,6 @@
 import MultipeerIO
 import Synchronization
+import TestIsolation
 import Testing
 
 @testable import Multipeer

@@ -1,4 +1,5 @@
 import Glibc
+import TestIsolation
 import Testing
 
 @testable import Multipeer

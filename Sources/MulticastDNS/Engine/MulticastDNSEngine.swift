@@ -158,8 +158,10 @@ final class MulticastDNSEngine: @unchecked Sendable {
                 try socket(for: link)?.joinMulticastGroup(group(for: link), interfaceIndex: link.interfaceIndex)
             } catch {
                 counters.withLock { $0.lastError = "joining \(group(for: link)) on \(link): \(error)" }
+                Log.write(.warning, "mdns", "cannot join \(group(for: link)) on \(link): \(error)")
             }
         }
+        Log.write(.info, "mdns", "links: \(newLinks.keys.sorted().map { "\($0)" }.joined(separator: ", "))")
         links = newLinks
         counters.withLock { $0.links = newLinks.keys.sorted() }
         let now = loop.clock.now()
@@ -197,9 +199,14 @@ final class MulticastDNSEngine: @unchecked Sendable {
                 $0.packetsMalformed += 1
                 $0.lastMalformed = "\(datagram.source): \(error)"
             }
+            Log.write(.debug, "mdns", "malformed packet from \(datagram.source) ignored: \(error)")
             return
         }
         counters.withLock { $0.packetsReceived += 1 }
+        Log.write(
+            .trace, "mdns",
+            "received \(datagram.bytes.count) bytes from \(datagram.source) on \(link): \(message.questions.count) "
+                + "questions, \(message.answers.count) answers")
         let source = MDNSEndpoint(address: datagram.source.address, port: datagram.source.port)
         let now = loop.clock.now()
         perform(responder.receive(message, from: source, on: link, now: now))
@@ -237,6 +244,7 @@ final class MulticastDNSEngine: @unchecked Sendable {
                 $0.sendErrors += 1
                 $0.lastError = "sending to \(target) on \(link): \(error)"
             }
+            Log.write(.warning, "mdns", "sending to \(target) on \(link) failed: \(error)")
         }
     }
 
@@ -263,14 +271,28 @@ final class MulticastDNSEngine: @unchecked Sendable {
                 case .updated(let instance): mapped = .updated(DiscoveredService(instance, type: slot.serviceType))
                 case .lost(let instance): mapped = .lost(DiscoveredService(instance, type: slot.serviceType))
                 }
+                Log.write(.info, "mdns", Self.describe(mapped))
                 if case .dropped = slot.continuation.yield(mapped) { counters.withLock { $0.eventsDropped += 1 } }
             }
         }
     }
 
+    /// A browse event for the log: what happened, to which instance, where.
+    static func describe(_ event: ServiceBrowserEvent) -> String {
+        let (verb, service): (String, DiscoveredService) =
+            switch event {
+            case .found(let service): ("found", service)
+            case .updated(let service): ("updated", service)
+            case .lost(let service): ("lost", service)
+            }
+        let addresses = service.addresses.map { "\($0.address)" }.joined(separator: " ")
+        return "\(verb) '\(service.name)' \(service.serviceType) at \(service.hostName):\(service.port) [\(addresses)]"
+    }
+
     private func deliver(_ event: ResponderEvent) {
         switch event {
         case .registered(let id, let name):
+            Log.write(.info, "mdns", "advertising '\(name)': probed and announced")
             guard var slot = advertisements[id] else { return }
             slot.name.value = name
             slot.registeredName = name
@@ -279,12 +301,14 @@ final class MulticastDNSEngine: @unchecked Sendable {
             advertisements[id] = slot
             slot.continuation.yield(.registered(name: name))
         case .renamed(let id, let from, let to):
+            Log.write(.warning, "mdns", "another host uses the name '\(from)': renamed to '\(to)'")
             guard let slot = advertisements[id] else { return }
             slot.name.value = to
             // The new name is not claimed yet: registered() waits for its announcement.
             advertisements[id]!.registeredName = nil
             slot.continuation.yield(.renamed(from: from, to: to))
         case .hostRenamed(let from, let to):
+            Log.write(.warning, "mdns", "another host uses the host name '\(from)': renamed to '\(to)'")
             for slot in advertisements.values { slot.continuation.yield(.hostRenamed(from: from, to: to)) }
         case .unregistered(let id):
             guard let slot = advertisements.removeValue(forKey: id) else { return }

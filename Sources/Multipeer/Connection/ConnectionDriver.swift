@@ -54,6 +54,9 @@ final class ConnectionDriver: @unchecked Sendable {
     /// What the datagram path received for this connection, counted by its opener.
     let datagramCounters = DatagramCounters()
 
+    /// The peer's address, for the log.
+    private var remoteDescription: String { socket.map { "\($0.remoteAddress)" } ?? "a closed connection" }
+
     init(
         loop: EventLoop, core: ConnectionCore, socket: TCPConnection, datagramEndpoint: DatagramEndpoint? = nil,
         ownsDatagramEndpoint: Bool = false
@@ -212,6 +215,10 @@ final class ConnectionDriver: @unchecked Sendable {
             }
             switch event {
             case .established(let peer):
+                Log.write(
+                    .info, "connection",
+                    "\(remoteDescription): connected to '\(peer.displayName)' \(peer.claimedFingerprint) "
+                        + "(\(peer.isAuthenticated ? "identity proven" : "identity claimed"), \(peer.protection))")
                 core.releaseIdleBuffers()  // the handshake's
                 startDatagrams()
                 onSetup?(.success(peer))
@@ -256,6 +263,12 @@ final class ConnectionDriver: @unchecked Sendable {
             case .pong(let token, let roundTrip):
                 pingWaiters.removeValue(forKey: token)?.resume(returning: roundTrip)
             case .closed(let error):
+                let orderly: Bool
+                switch error.code {
+                case .closedLocally, .closedByPeer: orderly = true
+                default: orderly = false
+                }
+                Log.write(orderly ? .info : .warning, "connection", "\(remoteDescription): closed: \(error.reason)")
                 closeError = error
                 onSetup?(.failure(error))
                 onSetup = nil

@@ -386,6 +386,8 @@ public actor Session {
             return refusedAtOnce(peer, "this session is full (\(configuration.maximumPeers) peers)")
         }
         let timeout = timeout <= .zero ? Duration.seconds(30) : timeout
+        Log.write(
+            .debug, "session", "inviting '\(peer.displayName)' at \(addresses.map { "\($0)" }.joined(separator: " "))")
         report(peer, .connecting, "inviting")
         inviting[fp, default: 0] += 1
         await network.beginOutgoing(from: identity.fingerprint, to: fp)
@@ -402,6 +404,7 @@ public actor Session {
                 outcome = .refused(reason: "the peer says it is already connected, but this session has no link to it")
             }
         }
+        Log.write(.info, "session", "invitation to '\(peer.displayName)': \(outcome)")
         await network.endOutgoing(from: identity.fingerprint, to: fp)
         inviting[fp] = inviting[fp, default: 1] > 1 ? inviting[fp]! - 1 : nil
         // A member whose link dropped right after it was adopted is reconnecting, not gone.
@@ -696,6 +699,10 @@ public actor Session {
             isReconnection || members.count + joining.count + 1 < configuration.maximumPeers
         else { return }
         joining.insert(fp)
+        Log.write(
+            .debug, "session",
+            "dialing '\(member.displayName)' at \(member.addresses.map { "\($0)" }.joined(separator: " ")) to join "
+                + (isReconnection ? "(reconnection)" : "(introduced)"))
         let peer = Peer(identity: .advertised(fp), displayName: member.displayName)
         if case .introduction(let by) = purpose { report(peer, .connecting, "introduced by \(by)") }
         let connection = connection
@@ -837,9 +844,14 @@ public actor Session {
         }
         if let existing = members[fp], existing !== link {
             if Self.prefers(existing, over: link, local: identity.fingerprint) {
+                Log.write(
+                    .debug, "session",
+                    "'\(link.peer.displayName)': a duplicate link (\(reason)) loses to the existing one")
                 turnAway(Self.alreadyLinked, closeAfterGrace: true)
                 return false
             }
+            Log.write(
+                .debug, "session", "'\(link.peer.displayName)': a duplicate link (\(reason)) replaces the existing one")
             members[fp] = link
             closeLater(existing, "replaced by a duplicate link")
         } else {
@@ -957,11 +969,17 @@ public actor Session {
                 return link.close("a second resume on one link")
             }
             link.startedConversation = true
+            Log.write(
+                .debug, "session",
+                "'\(link.peer.displayName)' resumes: it has our messages up to \(received), we have its up to "
+                    + "\(conversation.received)")
             let lost = conversation.resume(
                 peerEpoch: epoch, knowsOurEpoch: peerEpoch == conversation.myEpoch, peerReceived: received,
                 generation: link.generation)
             if !lost.isEmpty {
                 let reason = "\(link.peer.displayName) restarted and lost them"
+                Log.write(
+                    .warning, "session", "'\(link.peer.displayName)': \(lost.count) messages undelivered: \(reason)")
                 _ = eventSink.yield(.undelivered(link.peer, lost, reason: reason))
                 failAcks(to: fp, SessionError(.notConnected, reason))
             }
@@ -1024,7 +1042,10 @@ public actor Session {
         guard let conversation = conversations.removeValue(forKey: fp) else { return }
         let failure = SessionError(.notConnected, "\(peer.displayName): \(reason)")
         let lost = conversation.fail(failure)
-        if !lost.isEmpty { _ = eventSink.yield(.undelivered(peer, lost, reason: reason)) }
+        if !lost.isEmpty {
+            Log.write(.warning, "session", "'\(peer.displayName)': \(lost.count) messages undelivered: \(reason)")
+            _ = eventSink.yield(.undelivered(peer, lost, reason: reason))
+        }
         failAcks(to: fp, failure)
     }
 
@@ -1358,6 +1379,9 @@ public actor Session {
         if state != .notConnected, previous == state { return }
         if state == .notConnected, previous == nil { return }
         states[fp] = state == .notConnected ? nil : (peer, state)
+        Log.write(
+            state == .reconnecting ? .warning : .info, "session",
+            "'\(peer.displayName)' \(peer.claimedFingerprint): \(state): \(reason)")
         if state == .connected {
             failedInvitations[fp] = nil
             if !tickets.isEmpty { tickets = tickets.filter { $0.value != fp } }  // used, or no longer needed

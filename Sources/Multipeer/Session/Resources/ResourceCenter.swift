@@ -1,5 +1,6 @@
 internal import Foundation
 internal import Glibc
+internal import MultipeerIO
 internal import Synchronization
 
 #if canImport(FoundationNetworking)
@@ -276,6 +277,16 @@ final class ResourceCenter: Sendable {
         outgoing.sender?.cancel()
         if outgoing.temporary { unlink(outgoing.path) }
         if case .success = result { outgoing.transfer.progress.completedUnitCount = Int64(outgoing.size) }
+        let peerName = outgoing.transfer.peer.displayName
+        switch result {
+        case .success(let receipt):
+            Log.write(
+                .info, "resource",
+                "sent '\(outgoing.transfer.name)' to '\(peerName)': \(receipt.size) bytes, sha256 \(receipt.sha256)")
+        case .failure(let error):
+            Log.write(
+                .warning, "resource", "sending '\(outgoing.transfer.name)' to '\(peerName)' failed: \(error.reason)")
+        }
         outgoing.transfer.complete(result)
     }
 
@@ -335,6 +346,7 @@ final class ResourceCenter: Sendable {
         progress.cancellationHandler = { [weak self] in
             self?.failIncoming(id, "cancelled by the receiver", tellSender: true)
         }
+        Log.write(.info, "resource", "receiving '\(name)' (\(size) bytes) from '\(peer.displayName)'")
         hooks.emit(.resourceStarted(resource))
         await sendControl(fp, .resourceResume(id: id, have: 0))
     }
@@ -480,8 +492,12 @@ final class ResourceCenter: Sendable {
         do {
             let path = try ResourceName.place(partial: incoming.partialPath, as: incoming.resource.name, in: directory)
             await sendControl(incoming.fingerprint, .resourceResult(id: incoming.id, ok: true, reason: ""))
+            Log.write(
+                .info, "resource",
+                "received '\(incoming.resource.name)' from '\(incoming.resource.peer.displayName)' as \(path)")
             hooks.emit(.resourceFinished(incoming.resource, .success(URL(fileURLWithPath: path))))
         } catch {
+            Log.write(.warning, "resource", "'\(incoming.resource.name)' could not be saved: \(error.reason)")
             unlink(incoming.partialPath)
             await sendControl(incoming.fingerprint, .resourceResult(id: incoming.id, ok: false, reason: error.reason))
             hooks.emit(.resourceFinished(incoming.resource, .failure(error)))
@@ -517,6 +533,7 @@ final class ResourceCenter: Sendable {
         if tellSender {
             Task { await sendControl(incoming.fingerprint, .resourceResult(id: id, ok: false, reason: reason)) }
         }
+        Log.write(.warning, "resource", "receiving '\(incoming.resource.name)' failed: \(reason)")
         hooks?.emit(.resourceFinished(incoming.resource, .failure(SessionError(.cancelled, reason))))
     }
 

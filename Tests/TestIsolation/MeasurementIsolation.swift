@@ -1,4 +1,4 @@
-import Testing
+public import Testing
 
 /// Keeps tests that count process-wide things (live connection objects, descriptors, heap bytes) from running
 /// while tests that make many connections run: the counting tests take the lock exclusively, the busy ones
@@ -52,11 +52,11 @@ actor MeasurementIsolation {
 
 /// The trait: `.measuring` for tests that count process-wide resources, `.busy` for suites that make many
 /// connections.
-struct MeasurementIsolationTrait: TestTrait, SuiteTrait, TestScoping {
+public struct MeasurementIsolationTrait: TestTrait, SuiteTrait, TestScoping {
     let exclusive: Bool
-    var isRecursive: Bool { true }
+    public var isRecursive: Bool { true }
 
-    func provideScope(
+    public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         // Suites get the trait recursively; only test cases take the lock.
@@ -67,7 +67,7 @@ struct MeasurementIsolationTrait: TestTrait, SuiteTrait, TestScoping {
 
 extension Trait where Self == MeasurementIsolationTrait {
     /// Counts process-wide resources: runs alone among the tests that make many connections.
-    static var measuring: Self { MeasurementIsolationTrait(exclusive: true) }
+    public static var measuring: Self { MeasurementIsolationTrait(exclusive: true) }
     /// Makes many connections: never overlaps a `.measuring` test.
-    static var busy: Self { MeasurementIsolationTrait(exclusive: false) }
+    public static var busy: Self { MeasurementIsolationTrait(exclusive: false) }
 }

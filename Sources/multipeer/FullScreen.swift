@@ -1,0 +1,172 @@
+internal import Foundation
+internal import Glibc
+
+/// A key read from a terminal in raw mode.
+enum Key: Equatable, Sendable {
+    /// Printable text (one character, UTF-8 decoded).
+    case text(String)
+    case enter, backspace, tab, escape, up, down, left, right
+    /// Ctrl and a letter (1 is Ctrl-A); Enter, Tab and Backspace are reported as themselves.
+    case control(UInt8)
+}
+
+/// Turns the bytes a terminal sends into keys: UTF-8 text, arrows (`ESC [ A`...), Enter, Backspace, Ctrl keys.
+/// Other escape sequences (function keys, mouse) are read to their end and dropped; invalid UTF-8 is dropped.
+struct KeyDecoder {
+    private var sequence: [UInt8] = []
+    private var utf8: [UInt8] = []
+    private var expected = 0
+
+    /// The keys `byte` completes (none while a sequence or a character is incomplete).
+    mutating func feed(_ byte: UInt8) -> [Key] {
+        if !sequence.isEmpty { return escape(byte) }
+        if expected > 0 {
+            guard byte & 0xC0 == 0x80 else {
+                expected = 0
+                utf8 = []
+                return feed(byte)
+            }
+            utf8.append(byte)
+            guard utf8.count == expected else { return [] }
+            defer {
+                utf8 = []
+                expected = 0
+            }
+            return String(validating: utf8, as: UTF8.self).map { [.text($0)] } ?? []
+        }
+        switch byte {
+        case 0x1B:
+            sequence = [byte]
+            return []
+        case 0x0D, 0x0A: return [.enter]
+        case 0x7F, 0x08: return [.backspace]
+        case 0x09: return [.tab]
+        case 0x01...0x1A: return [.control(byte)]
+        case 0x20...0x7E: return [.text(String(UnicodeScalar(byte)))]
+        case 0xC2...0xDF: return start(byte, length: 2)
+        case 0xE0...0xEF: return start(byte, length: 3)
+        case 0xF0...0xF4: return start(byte, length: 4)
+        default: return []
+        }
+    }
+
+    private mutating func start(_ byte: UInt8, length: Int) -> [Key] {
+        utf8 = [byte]
+        expected = length
+        return []
+    }
+
+    private mutating func escape(_ byte: UInt8) -> [Key] {
+        if sequence.count == 1 {
+            guard byte == UInt8(ascii: "[") || byte == UInt8(ascii: "O") else {
+                // A lone Escape, then whatever came after it.
+                sequence = []
+                return [.escape] + feed(byte)
+            }
+            sequence.append(byte)
+            return []
+        }
+        sequence.append(byte)
+        // A control sequence ends with a byte in 0x40-0x7E; bound it so garbage cannot grow it.
+        guard (0x40...0x7E).contains(byte) || sequence.count > 16 else { return [] }
+        defer { sequence = [] }
+        guard sequence.count == 3 else { return [] }
+        switch byte {
+        case UInt8(ascii: "A"): return [.up]
+        case UInt8(ascii: "B"): return [.down]
+        case UInt8(ascii: "C"): return [.right]
+        case UInt8(ascii: "D"): return [.left]
+        default: return []
+        }
+    }
+}
+
+/// The terminal while a command runs full screen: raw keys (no echo, no line editing; Ctrl-C still raises
+/// SIGINT, which the commands turn into a clean exit), the alternate screen, redraws on SIGWINCH; put back as it
+/// was by ``restore()``, which every exit path calls.
+final class FullScreen: @unchecked Sendable {
+    // Safety: `saved` is written once in init and read in restore (guarded by `restored`); drawing happens on
+    // one actor.
+    private var saved = termios()
+    private let restored = NSLock()
+    private var isRestored = false
+    /// The keys typed, decoded.
+    let keys: AsyncStream<Key>
+    /// One element per change of the terminal's size.
+    let resizes: AsyncStream<Void>
+    private let resizeSignals = SignalStream(SIGWINCH)
+
+    /// Whether standard input and output are both a terminal (full screen makes sense).
+    static var isAvailable: Bool { isatty(0) == 1 && isatty(1) == 1 }
+
+    init() {
+        tcgetattr(0, &saved)
+        var raw = saved
+        raw.c_lflag &= ~tcflag_t(ECHO | ICANON)
+        raw.c_cc.6 = 1  // VMIN
+        raw.c_cc.5 = 0  // VTIME
+        tcsetattr(0, TCSANOW, &raw)
+        Output.write("\u{1b}[?1049h\u{1b}[?25l")
+        let (keys, sink) = AsyncStream<Key>.makeStream()
+        self.keys = keys
+        resizes = resizeSignals.signals
+        Thread.detachNewThread {
+            var decoder = KeyDecoder()
+            var byte: UInt8 = 0
+            while read(0, &byte, 1) == 1 {
+                for key in decoder.feed(byte) { sink.yield(key) }
+            }
+            sink.finish()
+        }
+    }
+
+    /// The terminal's size now (at least 4 rows by 20 columns).
+    var size: (rows: Int, columns: Int) {
+        var size = winsize()
+        _ = ioctl(1, UInt(TIOCGWINSZ), &size)
+        return (max(Int(size.ws_row), 4), max(Int(size.ws_col), 20))
+    }
+
+    /// Draws `rows` (each already cut to the width; they may hold style sequences) from the top, clearing the
+    /// rest of every line and the lines below, and puts the cursor at `cursor` (zero-based) or hides it.
+    func draw(_ rows: [String], cursor: (row: Int, column: Int)?) {
+        var out = "\u{1b}[?25l"
+        for (index, row) in rows.enumerated() { out += "\u{1b}[\(index + 1);1H\(row)\u{1b}[0m\u{1b}[K" }
+        out += "\u{1b}[J"
+        if let cursor { out += "\u{1b}[\(cursor.row + 1);\(cursor.column + 1)H\u{1b}[?25h" }
+        Output.write(out)
+    }
+
+    /// Fills the screen with `background` and writes `lines` from the top left.
+    func fill(_ lines: [String], background: Int?, foreground: Int?) {
+        let (screenRows, columns) = size
+        let rows = max(screenRows, lines.count + 2)
+        var out = "\u{1b}[H"
+        out += background.map { "\u{1b}[48;5;\($0)m" } ?? "\u{1b}[49m"
+        out += foreground.map { "\u{1b}[38;5;\($0)m" } ?? "\u{1b}[39m"
+        for row in 0..<rows {
+            let text = row >= 1 && row - 1 < lines.count ? "  " + lines[row - 1] : ""
+            out += Self.fit(text, columns)
+            if row < rows - 1 { out += "\r\n" }
+        }
+        out += "\u{1b}[0m"
+        Output.write(out)
+    }
+
+    /// `text` cut or padded with spaces to `width` characters.
+    static func fit(_ text: String, _ width: Int) -> String {
+        let cut = String(text.prefix(max(0, width)))
+        return cut + String(repeating: " ", count: max(0, width - cut.count))
+    }
+
+    /// Puts the terminal back as it was (once).
+    func restore() {
+        let first = restored.withLock { () -> Bool in
+            defer { isRestored = true }
+            return !isRestored
+        }
+        guard first else { return }
+        Output.write("\u{1b}[0m\u{1b}[?25h\u{1b}[?1049l")
+        tcsetattr(0, TCSANOW, &saved)
+    }
+}

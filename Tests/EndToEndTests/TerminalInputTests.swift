@@ -1,0 +1,63 @@
+import Testing
+
+@testable import multipeer
+
+/// The full screen's key decoding, line editing and layout, without a terminal.
+struct TerminalInputTests {
+    static func keys(_ bytes: [UInt8]) -> [Key] {
+        var decoder = KeyDecoder()
+        return bytes.flatMap { decoder.feed($0) }
+    }
+
+    @Test func bytesBecomeKeys() {
+        #expect(Self.keys(Array("hi".utf8)) == [.text("h"), .text("i")])
+        #expect(Self.keys([0x1B, 0x5B, 0x41, 0x1B, 0x5B, 0x42]) == [.up, .down])
+        #expect(Self.keys([0x0D, 0x7F, 0x08, 0x15]) == [.enter, .backspace, .backspace, .control(0x15)])
+        #expect(Self.keys(Array("é→😀".utf8)) == [.text("é"), .text("→"), .text("😀")])
+        // A lone Escape, then a key.
+        #expect(Self.keys([0x1B, 0x61]) == [.escape, .text("a")])
+        // Other sequences (Delete, F5) are read to their end and dropped; invalid UTF-8 is dropped.
+        #expect(Self.keys([0x1B, 0x5B, 0x33, 0x7E, 0x1B, 0x5B, 0x31, 0x35, 0x7E, 0x61]) == [.text("a")])
+        #expect(Self.keys([0xC3, 0x28, 0xFF, 0x62]) == [.text("("), .text("b")])
+        // A sequence that never ends is cut off: what follows it is read again.
+        #expect(Self.keys([0x1B, 0x5B] + Array(repeating: 0x30, count: 40) + [0x7A]).last == .text("z"))
+    }
+
+    @Test func theLineEditorKeepsAHistory() {
+        var editor = LineEditor()
+        for key in "one".map({ Key.text(String($0)) }) { _ = editor.apply(key) }
+        #expect(editor.apply(.enter) == .submitted("one"))
+        for key in "twx".map({ Key.text(String($0)) }) { _ = editor.apply(key) }
+        _ = editor.apply(.backspace)
+        _ = editor.apply(.text("o"))
+        #expect(editor.apply(.enter) == .submitted("two"))
+        _ = editor.apply(.text("d"))
+        _ = editor.apply(.up)
+        #expect(editor.text == "two")
+        _ = editor.apply(.up)
+        _ = editor.apply(.up)
+        #expect(editor.text == "one")
+        _ = editor.apply(.down)
+        _ = editor.apply(.down)
+        #expect(editor.text == "d", "the line being typed comes back")
+        _ = editor.apply(.control(0x15))
+        #expect(editor.text.isEmpty && editor.apply(.enter) == .editing, "an empty line is not sent")
+        for _ in 0..<(LineEditor.lengthLimit + 10) { _ = editor.apply(.text("x")) }
+        #expect(editor.text.count == LineEditor.lengthLimit)
+    }
+
+    @Test func theViewFitsAnySizeAndPutsTheCursorOnTheInputLine() {
+        let view = ChatView(
+            title: "multipeer chat · Ada", nearby: [("Bea", "member, code 123456")], members: ["Bea ✓"],
+            pane: (0..<50).map { "line \($0) " + String(repeating: "word ", count: $0 % 7) }, transfers: ["[##..] 50%"],
+            prompt: "Cy invites you", inputPrompt: "> ", input: String(repeating: "x", count: 300))
+        for (rows, columns) in [(4, 20), (24, 80), (10, 200), (60, 45)] {
+            let (lines, cursor) = view.render(rows: rows, columns: columns)
+            #expect(lines.count == rows, "\(rows)x\(columns): \(lines.count) rows")
+            let visible = lines.map { $0.replacing(/\u{1b}\[[0-9;?]*[A-Za-z]/, with: "") }
+            #expect(visible.allSatisfy { $0.count <= columns }, "\(rows)x\(columns): \(visible)")
+            #expect(visible[cursor.row].hasPrefix("> ") && cursor.column < columns, "\(rows)x\(columns)")
+            if rows >= 24 { #expect(visible.contains { $0.contains("line 49") }, "the newest line shows") }
+        }
+    }
+}
