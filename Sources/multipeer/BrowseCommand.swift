@@ -2,6 +2,7 @@ internal import Foundation
 internal import Glibc
 import MulticastDNS
 import Multipeer
+internal import Synchronization
 
 /// `multipeer browse SERVICE [--json] [--timeout SECONDS] [--lost-timeout SECONDS] [--interface IFNAME]...`
 struct BrowseCommand {
@@ -43,6 +44,11 @@ struct BrowseCommand {
                 if let table { table.apply(event) } else { Output.line(json ? Output.json(event) : Output.text(event)) }
             }
         }
+        let resizes = table.map { _ in SignalStream(SIGWINCH) }
+        let redrawer = Task {
+            guard let table, let resizes else { return }
+            for await _ in resizes.signals { table.redraw() }
+        }
         let timeout = timeout
         // Whichever comes first ends the browse: the timeout or SIGINT/SIGTERM.
         await withTaskGroup(of: Void.self) { group in
@@ -58,6 +64,7 @@ struct BrowseCommand {
             group.cancelAll()
         }
         browser.stop()
+        redrawer.cancel()
         await printer.value
         table?.close()
         await stack.shutdown()
@@ -72,25 +79,31 @@ func waitUntilCancelled() async {
 }
 
 /// The live table `browse` shows on a terminal: one row per instance (name, short fingerprint for our peers,
-/// addresses, interface, discovery info), redrawn in place on the alternate screen, which is left at the end.
-final class BrowseTable: @unchecked Sendable {
-    // Safety: used by one task (the event printer), then `close` after it ended.
-    private var rows: [String: DiscoveredService] = [:]
+/// addresses, interface, discovery info), redrawn in place on the alternate screen (on every event and when the
+/// terminal's size changes), which is left at the end.
+final class BrowseTable: Sendable {
+    private let rows = Mutex<[String: DiscoveredService]>([:])
 
     init() {
         Output.write("\u{1b}[?1049h\u{1b}[?25l")
-        draw()
+        redraw()
     }
 
     func apply(_ event: ServiceBrowserEvent) {
-        switch event {
-        case .found(let service), .updated(let service): rows[service.name] = service
-        case .lost(let service): rows[service.name] = nil
+        rows.withLock { rows in
+            switch event {
+            case .found(let service), .updated(let service): rows[service.name] = service
+            case .lost(let service): rows[service.name] = nil
+            }
+            draw(rows)
         }
-        draw()
     }
 
-    private func draw() {
+    /// Draws the table again (the terminal's size changed).
+    func redraw() { rows.withLock { draw($0) } }
+
+    /// Writes the table (under the lock, so two draws never interleave).
+    private func draw(_ rows: [String: DiscoveredService]) {
         var size = winsize()
         _ = ioctl(1, UInt(TIOCGWINSZ), &size)
         let columns = max(Int(size.ws_col), 40)
@@ -105,7 +118,8 @@ final class BrowseTable: @unchecked Sendable {
         for (name, service) in rows.sorted(by: { $0.key < $1.key }) {
             let fingerprint =
                 service.txt.entries.first { $0.key == PeerAdvertisement.fingerprintKey }
-                .flatMap { $0.value }.map { String(decoding: $0, as: UTF8.self).prefix(12) }.map(String.init) ?? "-"
+                .flatMap { $0.value }.map { Output.escaped(String(decoding: $0, as: UTF8.self)).prefix(12) }
+                .map(String.init) ?? "-"
             let info = service.txt.entries.filter { !$0.key.hasPrefix("mp.") }.map { entry in
                 entry.value.map { "\(entry.key)=\(String(decoding: $0, as: UTF8.self))" } ?? entry.key
             }.joined(separator: " ")

@@ -91,6 +91,30 @@ struct FrontDoorEndToEndTests {
 }
 
 extension FrontDoorEndToEndTests {
+    /// Ctrl-C (SIGINT) in the session commands' line mode: the peer leaves with a goodbye (the other side sees
+    /// `left`, not a lost link) and the process exits 0.
+    @Test(.requires(.netLab), arguments: ["chat", "colors"]) func ctrlCSaysGoodbye(command: String) async throws {
+        try await withNetLab(hosts: 2) { lab in
+            let binary = try MultipeerBinary.require()
+            let service = "mp-bye-\(command)"
+            let extra = command == "chat" ? ["--accept", "all"] : []
+            let stayer = try lab.spawn(
+                host: 0, binary, [command, service, "--name", "Stay", "--interface", NetLab.interfaceName] + extra,
+                interactive: true)
+            let leaver = try lab.spawn(
+                host: 1, binary,
+                [command, service, "--name", "Go", "--interface", NetLab.interfaceName]
+                    + (command == "chat" ? ["--invite", "Stay"] : []),
+                interactive: true)
+            await Self.expect(stayer, "connected Go")
+            leaver.signal(SIGINT)
+            #expect(await leaver.exited(within: .seconds(10)) == 0, "\(leaver.standardError)")
+            await Self.expect(stayer, "disconnected Go: left")
+            stayer.closeInput()
+            #expect(await stayer.exited(within: .seconds(10)) == 0)
+        }
+    }
+
     /// `--log-level` and `MULTIPEER_LOG`: the library says what it does on stderr (discovery, connections,
     /// invitations, members), at the level asked for, and nothing without one.
     @Test(.requires(.netLab)) func logLevelsWriteWhatTheLibraryDoesOnStderr() async throws {
@@ -298,7 +322,7 @@ struct FullScreenTests {
         _ = try Self.tmux(
             socket,
             [
-                "new-session", "-d", "-s", "table", "-x", "120", "-y", "20",
+                "new-session", "-d", "-s", "table", "-x", "60", "-y", "20",
                 "\(binary) browse \(service) --loopback --timeout 20; echo exited $?; sleep 30",
             ])
         _ = try Self.tmux(
@@ -311,6 +335,11 @@ struct FullScreenTests {
         #expect(table.contains("multipeer browse: 1 found"), "\(table)")
         #expect(table.contains("NAME") && table.contains("FINGERPRINT"), "\(table)")
         #expect(table.contains("127.0.0.1"), "\(table)")
+        // Cut to 60 columns, the table has no room for its last columns; a wider terminal gets them drawn.
+        #expect(!table.contains("INFO"), "\(table)")
+        _ = try Self.tmux(socket, ["resize-window", "-t", "table", "-x", "120", "-y", "20"])
+        let wide = try await Self.waitFor(socket, "table") { $0.contains("INFO") }
+        #expect(wide.contains("INFO") && wide.contains("Tabby"), "\(wide)")
         // The peer goes: its row goes.
         _ = try Self.tmux(socket, ["send-keys", "-t", "peer", "C-c"])
         let empty = try await Self.waitFor(socket, "table") { $0.contains("0 found") }
