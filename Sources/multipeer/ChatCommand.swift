@@ -151,8 +151,8 @@ struct PeerOptions {
         return (made, joined, advertiser, browser)
     }
 
-    /// Leaves what ``join(_:maximumPeers:)`` made: members see `left`, browsers get goodbyes, and the leave
-    /// messages get 200 ms to reach the peers before the network stops.
+    /// Leaves what ``join(_:maximumPeers:verifyPeer:resourceDirectory:)`` made: members see `left` (the session
+    /// waits for its links to close gracefully), browsers get goodbyes, then the network stops.
     static func leave(
         _ network: PeerNetwork, _ session: Session, _ advertiser: PeerAdvertiser, _ browser: PeerBrowser,
         tasks: [Task<Void, Never>]
@@ -160,7 +160,6 @@ struct PeerOptions {
         browser.stop()
         await session.disconnect()
         await advertiser.stop()
-        try? await Task.sleep(for: .milliseconds(200))
         await network.shutdown()
         for task in tasks { task.cancel() }
     }

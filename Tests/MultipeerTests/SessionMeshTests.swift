@@ -16,6 +16,20 @@ struct SessionMeshTests {
         return total
     }
 
+    /// Readers of `count` messages `"SENDER N"` per node, tallied by receiver and sender.
+    static func read(_ nodes: [SessionNode], each count: Int, into tally: Tally) -> [Task<Void, Never>] {
+        nodes.map { node in
+            Task {
+                var iterator = node.session.messages.makeAsyncIterator()
+                for _ in 0..<count {
+                    guard let message = await iterator.next() else { return }
+                    let parts = String(decoding: message.data, as: UTF8.self).split(separator: " ")
+                    tally.add(receiver: node.identity.displayName, sender: String(parts[0]), Int(parts[1])!)
+                }
+            }
+        }
+    }
+
     static func fullyMeshed(_ nodes: [SessionNode], within timeout: Duration = .seconds(20)) async -> Bool {
         let pairs = nodes.count * (nodes.count - 1) / 2
         return await waitUntil(timeout) {
@@ -44,6 +58,31 @@ struct SessionMeshTests {
             #expect(bob.recorder.states.filter { $0.hasPrefix("Alice connected") }.count == 1, "\(bob.recorder.states)")
             #expect(!alice.recorder.states.contains { $0.contains("notConnected") }, "\(alice.recorder.states)")
             #expect(!bob.recorder.states.contains { $0.contains("notConnected") }, "\(bob.recorder.states)")
+            await alice.shutdown()
+            await bob.shutdown()
+        }
+    }
+
+    /// Crossing invitations, and one side leaves as soon as it is connected (the duplicate link may not be
+    /// settled on both sides yet): the other side sees `left`, never a lost link waiting to reconnect.
+    @Test func leavingRightAfterCrossingInvitationsIsSeenAsLeaving() async throws {
+        for round in 0..<40 {
+            let alice = try await SessionNode("Alice")
+            let bob = try await SessionNode("Bob")
+            alice.acceptAll()
+            bob.acceptAll()
+            async let first = alice.invite(bob)
+            async let second = bob.invite(alice)
+            _ = await (first, second)
+            let leaver = round.isMultiple(of: 2) ? alice : bob
+            let stayer = round.isMultiple(of: 2) ? bob : alice
+            let name = leaver.identity.displayName
+            _ = await stayer.recorder.wait { $0.hasPrefix("\(name) connected") }
+            await leaver.session.disconnect()
+            let ended = await stayer.recorder.wait {
+                $0.hasPrefix("\(name) notConnected") || $0.hasPrefix("\(name) reconnecting")
+            }
+            #expect(ended == "\(name) notConnected: left", "round \(round): \(stayer.recorder.states)")
             await alice.shutdown()
             await bob.shutdown()
         }
@@ -93,16 +132,7 @@ struct SessionMeshTests {
             let nodes = try await (0..<count).asyncMap { try await SessionNode("Peer\($0)") }
             for node in nodes { node.acceptAll() }
             let received = Tally()
-            let readers = nodes.map { node in
-                Task {
-                    var iterator = node.session.messages.makeAsyncIterator()
-                    for _ in 0..<(perPair * (count - 1)) {
-                        guard let message = await iterator.next() else { return }
-                        let parts = String(decoding: message.data, as: UTF8.self).split(separator: " ")
-                        received.add(receiver: node.identity.displayName, sender: String(parts[0]), Int(parts[1])!)
-                    }
-                }
-            }
+            let readers = Self.read(nodes, each: perPair * (count - 1), into: received)
             await withTaskGroup(of: Void.self) { group in
                 for a in nodes {
                     for b in nodes where a !== b { group.addTask { _ = await a.invite(b) } }
@@ -167,17 +197,7 @@ struct SessionMeshTests {
         #expect(await Self.fullyMeshed(nodes))
         // Every node reads everything: per sender, the sequence numbers must be 0, 1, 2, ...
         let received = Tally()
-        let readers = nodes.map { node in
-            Task {
-                var iterator = node.session.messages.makeAsyncIterator()
-                for _ in 0..<(perPair * (count - 1)) {
-                    guard let message = await iterator.next() else { return }
-                    let text = String(decoding: message.data, as: UTF8.self)
-                    let parts = text.split(separator: " ")
-                    received.add(receiver: node.identity.displayName, sender: String(parts[0]), Int(parts[1])!)
-                }
-            }
-        }
+        let readers = Self.read(nodes, each: perPair * (count - 1), into: received)
         await withTaskGroup(of: Void.self) { group in
             for node in nodes {
                 group.addTask {

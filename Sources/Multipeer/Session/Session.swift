@@ -322,11 +322,17 @@ public actor Session {
         }
     }
 
+    /// How long ``disconnect()`` waits for its members' links to close gracefully (the `leave` and the goodbye
+    /// delivered), so a process that exits right after it is seen leaving, not lost.
+    static let leaveWait: Duration = .seconds(2)
+
     /// Leaves the session: every member sees this peer `notConnected` with the reason `left`; ``events`` and
-    /// ``messages`` end (after what is already queued). Idempotent.
+    /// ``messages`` end (after what is already queued). Returns once the members' links have closed gracefully
+    /// (at most 2 s). Idempotent.
     public func disconnect() async {
         guard !isDisconnected else { return }
         isDisconnected = true
+        let leaving = members.values.map(\.connection)
         for link in members.values {
             link.send(.leave(reason: "left"))
             link.close("left the session")
@@ -363,6 +369,10 @@ public actor Session {
         await network.unregister(self)
         inbox.finish()
         eventSink.finish()
+        let deadline = ContinuousClock.now + Self.leaveWait
+        while leaving.contains(where: { $0.closeReason == nil }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
     }
 
     // MARK: Inviting
@@ -934,6 +944,23 @@ public actor Session {
             case .message(.delivered(let id)): receipt(id, from: fp)
             case .message(.ack(let received)) where link.generation == conversations[fp]?.generation:
                 conversations[fp]?.acknowledge(upTo: received)
+            case .message(.leave(let reason)):
+                // The peer left through the link it kept while this side had not switched to it yet (two links
+                // crossed): it is gone all the same. A plaintext claim cannot end a proven member's stay.
+                link.close("left")
+                let why = reason.isEmpty ? "left" : reason
+                if let member = members[fp], link.peer.isAuthenticated || !member.peer.isAuthenticated {
+                    depart(member, reason: why)
+                    member.close("left")
+                } else if let reconnection = reconnecting[fp],
+                    link.peer.isAuthenticated || !reconnection.peer.isAuthenticated
+                {
+                    reconnection.timer.cancel()
+                    reconnecting[fp] = nil
+                    known[fp] = nil
+                    endConversation(fp, peer: reconnection.peer, reason: why)
+                    report(reconnection.peer, .notConnected, why)
+                }
             default: break
             }
             return
@@ -1006,6 +1033,11 @@ public actor Session {
         case .message(.leave(let reason)):
             depart(link, reason: reason.isEmpty ? "left" : reason)
             link.close("left")
+        case .message(.inviteCancel(let id, let reason)) where link.linkID == id && !link.isDialer:
+            // The inviter gave up while this side was accepting: it never took this side in, so there is nothing
+            // to reconnect to.
+            depart(link, reason: "the inviter withdrew the invitation: \(reason)")
+            link.close("invitation withdrawn")
         case .message(.delivered(let id)):
             receipt(id, from: fp)
         case .message(let message)
