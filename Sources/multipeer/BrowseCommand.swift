@@ -107,10 +107,7 @@ final class BrowseTable: Sendable {
         var size = winsize()
         _ = ioctl(1, UInt(TIOCGWINSZ), &size)
         let columns = max(Int(size.ws_col), 40)
-        func cell(_ text: String, _ width: Int) -> String {
-            let cut = String(text.prefix(width))
-            return cut + String(repeating: " ", count: max(0, width - cut.count))
-        }
+        let cell = FullScreen.fit
         var lines = ["multipeer browse: \(rows.count) found (q: Ctrl-C)", ""]
         lines.append(
             cell("NAME", 20) + " " + cell("FINGERPRINT", 14) + " " + cell("ADDRESSES", 28) + " " + cell("IF", 8)
@@ -129,7 +126,7 @@ final class BrowseTable: Sendable {
                     + cell(service.interfaces.first ?? "", 8) + " " + Output.escaped(info))
         }
         var out = "\u{1b}[H\u{1b}[2J"
-        out += lines.map { String($0.prefix(columns)) }.joined(separator: "\r\n")
+        out += lines.map { String(CellWidth.prefix(Substring($0), fitting: columns)) }.joined(separator: "\r\n")
         Output.write(out)
     }
 

@@ -85,8 +85,9 @@ struct ChatView {
     func render(rows: Int, columns: Int) -> (rows: [String], cursor: (row: Int, column: Int)) {
         let top = [Self.reverse + FullScreen.fit(" " + title, columns) + Self.reset]
         // The input line shows its end when it is longer than the screen is wide.
-        let room = max(1, columns - inputPrompt.count - 1)
-        let shown = input.count > room ? "…" + String(input.suffix(room - 1)) : input
+        let promptWidth = CellWidth.of(inputPrompt)
+        let room = max(1, columns - promptWidth - 1)
+        let shown = CellWidth.of(input) > room ? "…" + CellWidth.suffix(input, fitting: room - 1) : input
         let inputLine = Self.bold + inputPrompt + Self.reset + shown
         let separator = Self.dim + String(repeating: "─", count: columns) + Self.reset
         let help = Self.dim + FullScreen.fit(" " + Self.help, columns) + Self.reset
@@ -111,7 +112,7 @@ struct ChatView {
         let body = max(1, rows - top.count - bottom.count)
         let all = top + bodyRows(body, columns) + bottom
         let inputRow = top.count + body + keptTransfers.count + keptPrompt.count + keptSeparator.count
-        return (all, (row: inputRow, column: min(columns - 1, inputPrompt.count + shown.count)))
+        return (all, (row: inputRow, column: min(columns - 1, promptWidth + CellWidth.of(shown))))
     }
 
     /// The side panel (nearby and members) and the message pane, `count` rows of `columns`.
@@ -146,19 +147,21 @@ struct ChatView {
         }
     }
 
-    /// `text` broken into lines of at most `width` characters, at spaces where it can.
+    /// `text` broken into lines of at most `width` terminal cells, at spaces where it can.
     static func wrap(_ text: String, _ width: Int) -> [String] {
         guard width > 0 else { return [text] }
         var lines: [String] = []
         var rest = Substring(text)
-        while rest.count > width {
-            let head = rest.prefix(width)
+        while CellWidth.of(rest) > width {
+            let head = CellWidth.prefix(rest, fitting: width)
             if let space = head.lastIndex(of: " "), space > head.startIndex {
                 lines.append(String(rest[..<space]))
                 rest = rest[rest.index(after: space)...]
             } else {
-                lines.append(String(head))
-                rest = rest.dropFirst(width)
+                // At least one character per line, even one wider than the line.
+                let end = head.isEmpty ? rest.index(after: rest.startIndex) : head.endIndex
+                lines.append(String(rest[..<end]))
+                rest = rest[end...]
             }
         }
         lines.append(String(rest))

@@ -153,10 +153,10 @@ final class FullScreen: @unchecked Sendable {
         Output.write(out)
     }
 
-    /// `text` cut or padded with spaces to `width` characters.
+    /// `text` cut or padded with spaces to `width` terminal cells.
     static func fit(_ text: String, _ width: Int) -> String {
-        let cut = String(text.prefix(max(0, width)))
-        return cut + String(repeating: " ", count: max(0, width - cut.count))
+        let cut = CellWidth.prefix(Substring(text), fitting: width)
+        return cut + String(repeating: " ", count: max(0, width - CellWidth.of(cut)))
     }
 
     /// Puts the terminal back as it was (once).
@@ -168,5 +168,55 @@ final class FullScreen: @unchecked Sendable {
         guard first else { return }
         Output.write("\u{1b}[0m\u{1b}[?25h\u{1b}[?1049l")
         tcsetattr(0, TCSANOW, &saved)
+    }
+}
+
+/// How many terminal cells text takes: two for East Asian wide and full-width characters and emoji, none for
+/// combining marks and format characters, one otherwise (what terminals do for the common cases; a terminal's
+/// own tables may differ for rare characters).
+enum CellWidth {
+    static func of(_ character: Character) -> Int {
+        guard let first = character.unicodeScalars.first else { return 0 }
+        switch first.properties.generalCategory {
+        case .nonspacingMark, .enclosingMark, .format, .control: return 0
+        default: break
+        }
+        if first.properties.isEmojiPresentation || character.unicodeScalars.contains("\u{FE0F}") { return 2 }
+        switch first.value {
+        case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+            0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
+            return 2
+        default:
+            return 1
+        }
+    }
+
+    static func of(_ text: some StringProtocol) -> Int { text.reduce(0) { $0 + of($1) } }
+
+    /// The longest start of `text` that takes at most `width` cells.
+    static func prefix(_ text: Substring, fitting width: Int) -> Substring {
+        var used = 0
+        var end = text.startIndex
+        for index in text.indices {
+            let cells = of(text[index])
+            if used + cells > width { break }
+            used += cells
+            end = text.index(after: index)
+        }
+        return text[..<end]
+    }
+
+    /// The longest end of `text` that takes at most `width` cells.
+    static func suffix(_ text: String, fitting width: Int) -> Substring {
+        var used = 0
+        var start = text.endIndex
+        while start > text.startIndex {
+            let previous = text.index(before: start)
+            let cells = of(text[previous])
+            if used + cells > width { break }
+            used += cells
+            start = previous
+        }
+        return text[start...]
     }
 }

@@ -49,15 +49,25 @@ struct TerminalInputTests {
     @Test func theViewFitsAnySizeAndPutsTheCursorOnTheInputLine() {
         let view = ChatView(
             title: "multipeer chat · Ada", nearby: [("Bea", "member, code 123456")], members: ["Bea ✓"],
-            pane: (0..<50).map { "line \($0) " + String(repeating: "word ", count: $0 % 7) }, transfers: ["[##..] 50%"],
+            pane: (0..<50).map { "line \($0) " + String(repeating: "word 漢字😀 ", count: $0 % 7) },
+            transfers: ["[##..] 50%"],
             prompt: "Cy invites you", inputPrompt: "> ", input: String(repeating: "x", count: 300))
         for (rows, columns) in [(4, 20), (24, 80), (10, 200), (60, 45)] {
             let (lines, cursor) = view.render(rows: rows, columns: columns)
             #expect(lines.count == rows, "\(rows)x\(columns): \(lines.count) rows")
             let visible = lines.map { $0.replacing(/\u{1b}\[[0-9;?]*[A-Za-z]/, with: "") }
-            #expect(visible.allSatisfy { $0.count <= columns }, "\(rows)x\(columns): \(visible)")
+            #expect(visible.allSatisfy { CellWidth.of($0) <= columns }, "\(rows)x\(columns): \(visible)")
             #expect(visible[cursor.row].hasPrefix("> ") && cursor.column < columns, "\(rows)x\(columns)")
             if rows >= 24 { #expect(visible.contains { $0.contains("line 49") }, "the newest line shows") }
         }
+    }
+
+    @Test func wideCharactersTakeTwoCells() {
+        #expect(CellWidth.of("abc") == 3)
+        #expect(CellWidth.of("漢字") == 4)
+        #expect(CellWidth.of("😀") == 2 && CellWidth.of("👍🏽") == 2 && CellWidth.of("e\u{301}") == 1)
+        #expect(FullScreen.fit("漢字漢字", 5) == "漢字 ")
+        #expect(ChatView.wrap("漢字漢字漢字", 4) == ["漢字", "漢字", "漢字"])
+        #expect(CellWidth.suffix("ab漢字", fitting: 3) == "字")
     }
 }
