@@ -239,6 +239,8 @@ actor Chat {
     let screen: FullScreen?
     let serviceType: String
     private var editor = LineEditor()
+    /// How far the message pane is scrolled back, in rows.
+    private var scroll = 0
     /// The message pane, oldest first, at most ``paneLimit`` lines.
     private var pane: [String] = []
     static let paneLimit = 1_000
@@ -580,10 +582,17 @@ actor Chat {
     /// prompt), Ctrl-D on an empty line quits.
     func key(_ key: Key) async -> Step {
         if key == .control(4), editor.text.isEmpty { return .quit }
+        if key == .pageUp || key == .pageDown {
+            let step = max(1, (screen?.size.rows ?? 24) / 2)
+            scroll = key == .pageUp ? min(scroll + step, Self.paneLimit * 8) : max(0, scroll - step)
+            redraw()
+            return .next
+        }
         guard case .submitted(let line) = editor.apply(key) else {
             redraw()
             return .next
         }
+        scroll = 0
         let step: Step
         if let name = promptOrder.first, !line.hasPrefix("/") {
             step = await answer(name, line)
@@ -651,7 +660,7 @@ actor Chat {
             title: "multipeer chat · \(Output.escaped(me.displayName)) · \(serviceType) · \(members.count) "
                 + (members.count == 1 ? "member" : "members"),
             nearby: nearby, members: members, pane: pane, transfers: bars, prompt: prompt, inputPrompt: inputPrompt,
-            input: editor.text)
+            input: editor.text, scroll: scroll)
         let (rows, columns) = screen.size
         let (lines, cursor) = view.render(rows: rows, columns: columns)
         screen.draw(lines, cursor: cursor)

@@ -73,7 +73,10 @@ struct ChatView {
     var prompt: String?
     var inputPrompt: String
     var input: String
-    static let help = "/invite NAME [MESSAGE]  /send NAME FILE  /to NAME TEXT  /accept /decline NAME  /quit  ↑↓ history"
+    /// Rows of the message pane hidden below (scrolled back); 0 shows the newest.
+    var scroll = 0
+    static let help =
+        "/invite NAME [MESSAGE]  /send NAME FILE  /to NAME TEXT  /accept /decline NAME  /quit  ↑↓ history  PgUp PgDn"
 
     private static let reverse = "\u{1b}[7m"
     private static let bold = "\u{1b}[1m"
@@ -132,17 +135,25 @@ struct ChatView {
             if members.isEmpty { panel.append(Self.dim + FullScreen.fit("  none yet", side) + Self.reset) }
             for member in members { panel.append(FullScreen.fit("  " + member, side)) }
         }
-        var messages: [String] = []
-        for line in pane.suffix(count * 2).reversed() {
-            messages.insert(contentsOf: Self.wrap(line, paneWidth), at: 0)
-            if messages.count >= count { break }
+        var wrapped: [String] = []
+        for line in pane.reversed() {
+            wrapped.insert(contentsOf: Self.wrap(line, paneWidth), at: 0)
+            if wrapped.count >= count + scroll { break }
         }
-        messages = Array(messages.suffix(count))
-        messages = Array(repeating: "", count: count - messages.count) + messages
+        // Never past the oldest line kept.
+        let hidden = wrapped.count > count ? min(scroll, wrapped.count - (count - 1)) : 0
+        // Scrolled back, the last row says that newer messages are below.
+        let shownRows = hidden > 0 ? count - 1 : count
+        var messages = Array(wrapped.dropLast(hidden).suffix(shownRows))
+        messages = Array(repeating: "", count: shownRows - messages.count) + messages
         return (0..<count).map { row in
             let left =
                 side > 0
                 ? (row < panel.count ? panel[row] : FullScreen.fit("", side)) + Self.dim + "│" + Self.reset : ""
+            if row == shownRows {
+                return left + " " + Self.reverse + FullScreen.fit("↓ \(hidden) newer rows (PgDn)", paneWidth)
+                    + Self.reset
+            }
             return left + " " + FullScreen.fit(messages[row], paneWidth)
         }
     }

@@ -5,7 +5,7 @@ internal import Glibc
 enum Key: Equatable, Sendable {
     /// Printable text (one character, UTF-8 decoded).
     case text(String)
-    case enter, backspace, tab, escape, up, down, left, right
+    case enter, backspace, tab, escape, up, down, left, right, pageUp, pageDown
     /// Ctrl and a letter (1 is Ctrl-A); Enter, Tab and Backspace are reported as themselves.
     case control(UInt8)
 }
@@ -70,6 +70,13 @@ struct KeyDecoder {
         // A control sequence ends with a byte in 0x40-0x7E; bound it so garbage cannot grow it.
         guard (0x40...0x7E).contains(byte) || sequence.count > 16 else { return [] }
         defer { sequence = [] }
+        if sequence.count == 4, byte == UInt8(ascii: "~") {
+            switch sequence[2] {
+            case UInt8(ascii: "5"): return [.pageUp]
+            case UInt8(ascii: "6"): return [.pageDown]
+            default: return []
+            }
+        }
         guard sequence.count == 3 else { return [] }
         switch byte {
         case UInt8(ascii: "A"): return [.up]

@@ -16,6 +16,7 @@ struct TerminalInputTests {
         #expect(Self.keys(Array("é→😀".utf8)) == [.text("é"), .text("→"), .text("😀")])
         // A lone Escape, then a key.
         #expect(Self.keys([0x1B, 0x61]) == [.escape, .text("a")])
+        #expect(Self.keys([0x1B, 0x5B, 0x35, 0x7E, 0x1B, 0x5B, 0x36, 0x7E]) == [.pageUp, .pageDown])
         // Other sequences (Delete, F5) are read to their end and dropped; invalid UTF-8 is dropped.
         #expect(Self.keys([0x1B, 0x5B, 0x33, 0x7E, 0x1B, 0x5B, 0x31, 0x35, 0x7E, 0x61]) == [.text("a")])
         #expect(Self.keys([0xC3, 0x28, 0xFF, 0x62]) == [.text("("), .text("b")])
@@ -69,5 +70,20 @@ struct TerminalInputTests {
         #expect(FullScreen.fit("漢字漢字", 5) == "漢字 ")
         #expect(ChatView.wrap("漢字漢字漢字", 4) == ["漢字", "漢字", "漢字"])
         #expect(CellWidth.suffix("ab漢字", fitting: 3) == "字")
+    }
+
+    @Test func thePaneScrollsBackAndSaysWhatIsBelow() {
+        var view = ChatView(
+            title: "t", nearby: [], members: [], pane: (0..<100).map { "message \($0)" }, transfers: [], prompt: nil,
+            inputPrompt: "> ", input: "")
+        let newest = view.render(rows: 20, columns: 40).rows.joined(separator: "\n")
+        #expect(newest.contains("message 99") && !newest.contains("newer rows"))
+        view.scroll = 30
+        let back = view.render(rows: 20, columns: 40).rows.joined(separator: "\n")
+        #expect(
+            back.contains("message 69") && !back.contains("message 70") && back.contains("↓ 30 newer rows"), "\(back)")
+        view.scroll = 10_000
+        let top = view.render(rows: 20, columns: 40).rows.joined(separator: "\n")
+        #expect(top.contains("message 0") && !top.contains("message 99"), "never past the oldest line: \(top)")
     }
 }
