@@ -76,7 +76,7 @@ struct ChatView {
     /// Rows of the message pane hidden below (scrolled back); 0 shows the newest.
     var scroll = 0
     static let help =
-        "/invite NAME [MESSAGE]  /send NAME FILE  /to NAME TEXT  /accept /decline NAME  /quit  ↑↓ history  PgUp PgDn"
+        "/invite NAME [MSG]  /send NAME FILE  /to NAME TEXT  /accept /decline NAME  /quit  ↑↓ PgUp PgDn"
 
     private static let reverse = "\u{1b}[7m"
     private static let bold = "\u{1b}[1m"
