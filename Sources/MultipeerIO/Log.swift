@@ -99,12 +99,18 @@ public enum Log {
         return String(repeating: "0", count: max(0, width - text.count)) + text
     }
 
+    /// Whether a terminal may act on the character: C0 and C1 controls and DEL (category Cc), and the Unicode
+    /// line and paragraph separators.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
+    }
+
     /// `text` with control characters written as `\u{..}` escapes.
     static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
         var out = ""
         for scalar in text.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7F {
+            if isControl(scalar) {
                 out += "\\u{\(String(scalar.value, radix: 16))}"
             } else {
                 out.unicodeScalars.append(scalar)

@@ -59,12 +59,13 @@ struct ChatCommand: PeerCommand {
         let screen = !line && !json && FullScreen.isAvailable ? FullScreen() : nil
         // On the screen, every member's verification code is shown (the invitee's prompt shows it too), so two
         // people can compare them; the hook only reports, it lets everyone in.
-        let (codes, codeSink) = AsyncStream<(String, String)>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        let (codes, codeSink) = AsyncStream<(PeerFingerprint, String)>.makeStream(
+            bufferingPolicy: .bufferingNewest(256))
         let verify: (@Sendable (PeerVerificationRequest) async -> VerificationDecision)? =
             screen == nil
             ? nil
             : { @Sendable request in
-                codeSink.yield((request.peer.displayName, request.verificationCode.map { "\($0)" } ?? "none"))
+                codeSink.yield((request.peer.claimedFingerprint, request.verificationCode.map { "\($0)" } ?? "none"))
                 return .accept
             }
         do {
@@ -87,7 +88,7 @@ struct ChatCommand: PeerCommand {
                         if await chat.key(key) == .quit { break }
                     }
                 }
-                let watcher = Task { for await (name, code) in codes { await chat.verified(name, code: code) } }
+                let watcher = Task { for await (peer, code) in codes { await chat.verified(peer, code: code) } }
                 group.addTask {
                     await withTaskCancellationHandler {
                         await watcher.value
@@ -249,7 +250,12 @@ actor Chat {
     /// Peers this side is inviting now.
     private var inviting: Set<String> = []
     /// The verification code of each member's link, by name.
-    private var codes: [String: String] = [:]
+    private var codes: [PeerFingerprint: String] = [:]
+    /// The invitation a plain input line answers: the prompt showing when that line was begun (a line typed
+    /// before an invitation arrived is sent as a message, not taken as an answer).
+    private var answerable: String?
+    /// The most invitations waiting for an answer at once; more are declined.
+    static let pendingLimit = 16
     /// Files on their way, each shown with a progress bar.
     private var transfers: [(id: ObjectIdentifier, printer: ProgressPrinter, completed: @Sendable () -> Int64)] = []
 
@@ -385,6 +391,10 @@ actor Chat {
         case .none:
             invitation.decline(reason: "not accepting invitations")
         case .ask:
+            dropClosedInvitations()
+            guard pending[name] != nil || pending.count < Self.pendingLimit else {
+                return invitation.decline(reason: "too many invitations are waiting for an answer here")
+            }
             pending[name]?.decline(reason: "a newer invitation replaced this one")
             pending[name] = invitation
             promptOrder.removeAll { $0 == name }
@@ -542,7 +552,7 @@ actor Chat {
 
     private func started(_ transfer: ResourceTransfer) {
         let printer = ProgressPrinter(
-            verb: "sending", name: "\(transfer.name) to \(transfer.peer.displayName)",
+            verb: "sending", name: Output.escaped("\(transfer.name) to \(transfer.peer.displayName)"),
             total: transfer.progress.totalUnitCount)
         transfers.append((ObjectIdentifier(transfer), printer, { transfer.progress.completedUnitCount }))
         redraw()
@@ -561,13 +571,25 @@ actor Chat {
     // MARK: Full screen
 
     /// A member's link passed its security checks with this verification code.
-    func verified(_ name: String, code: String) {
-        codes[name] = code
+    func verified(_ peer: PeerFingerprint, code: String) {
+        if codes.count >= 256 {
+            let members = Set(connected.values.map(\.claimedFingerprint))
+            codes = codes.filter { members.contains($0.key) }
+        }
+        codes[peer] = code
         redraw()
     }
 
-    /// A line for the message pane, and a redraw.
-    private func show(_ line: String) {
+    /// The longest pane line kept, in characters: a longer message is cut, saying how much was left out.
+    static let paneLineLimit = 2_000
+
+    /// A line for the message pane (escaped here once more, whatever the caller did, and cut to
+    /// ``paneLineLimit``), and a redraw.
+    private func show(_ text: String) {
+        var line = Output.escaped(text)
+        if line.count > Self.paneLineLimit {
+            line = String(line.prefix(Self.paneLineLimit)) + " … (\(line.count - Self.paneLineLimit) more characters)"
+        }
         pane.append(line)
         if pane.count > Self.paneLimit { pane.removeFirst(pane.count - Self.paneLimit) }
         redraw()
@@ -582,6 +604,7 @@ actor Chat {
     /// prompt), Ctrl-D on an empty line quits.
     func key(_ key: Key) async -> Step {
         if key == .control(4), editor.text.isEmpty { return .quit }
+        if editor.text.isEmpty { answerable = promptOrder.first }
         if key == .pageUp || key == .pageDown {
             let step = max(1, (screen?.size.rows ?? 24) / 2)
             scroll = key == .pageUp ? min(scroll + step, Self.paneLimit * 8) : max(0, scroll - step)
@@ -594,7 +617,7 @@ actor Chat {
         }
         scroll = 0
         let step: Step
-        if let name = promptOrder.first, !line.hasPrefix("/") {
+        if let name = promptOrder.first, name == answerable, !line.hasPrefix("/") {
             step = await answer(name, line)
         } else {
             step = await handle(line)
@@ -607,23 +630,32 @@ actor Chat {
     private func answer(_ name: String, _ line: String) async -> Step {
         let word = line.prefix { $0 != " " }.lowercased()
         let reason = String(line.drop { $0 != " " }.drop { $0 == " " })
-        switch word {
-        case "y", "yes", "a", "accept": await acceptPending(name)
-        case "n", "no", "d", "decline": declinePending(name, reason: reason.isEmpty ? "declined" : reason)
-        default: complain("answer y to accept \(name), or n and a reason to decline")
+        if ["y", "yes"].contains(line.trimmingCharacters(in: .whitespaces).lowercased()) {
+            await acceptPending(name)
+        } else if ["n", "no"].contains(word) {
+            declinePending(name, reason: reason.isEmpty ? "declined" : reason)
+        } else {
+            complain("answer y to accept \(name), or n and a reason to decline")
         }
         return .next
     }
 
+    /// Forgets invitations that ended without an answer (withdrawn, timed out).
+    private func dropClosedInvitations() {
+        pending = pending.filter { $0.value.isOpen }
+        promptOrder.removeAll { pending[$0] == nil }
+    }
+
     func redraw() {
         guard let screen, !leaving else { return }
+        dropClosedInvitations()
         let names = Set(found.keys).union(connected.keys).union(pending.keys).sorted()
         let nearby = names.map { name -> (name: String, state: String) in
             let state: String
             if let peer = connected[name] {
                 state =
                     peer.isAuthenticated
-                    ? "member, code \(codes[name] ?? "none")" : "member, not proven (plaintext)"
+                    ? "member, code \(codes[peer.claimedFingerprint] ?? "none")" : "member, not proven (plaintext)"
             } else if let invitation = pending[name] {
                 state = "invites you, code \(invitation.verificationCode?.description ?? "none")"
             } else if inviting.contains(name) {
@@ -639,11 +671,15 @@ actor Chat {
         var prompt: String?
         var inputPrompt = "> "
         if let name = promptOrder.first, let invitation = pending[name] {
-            let context = String(decoding: invitation.context, as: UTF8.self)
+            // The code first, and the inviter's message on one line after it: a message cannot push the real code
+            // off the screen or show a code of its own in its place.
+            let context = Output.escaped(String(decoding: invitation.context, as: UTF8.self))
+            let shown = CellWidth.prefix(Substring(context), fitting: 60)
             prompt =
-                "\(Output.escaped(name)) invites you" + (context.isEmpty ? "" : ": \"\(Output.escaped(context))\"")
-                + " (verification code \(invitation.verificationCode?.description ?? "none")). "
-                + "Type y to accept, or n and a reason to decline."
+                "\(Output.escaped(name)) invites you (verification code "
+                + "\(invitation.verificationCode?.description ?? "none"))"
+                + (context.isEmpty ? "" : ": \"\(shown)\(shown.count < context.count ? "…" : "")\"")
+                + ". Type y to accept, or n and a reason to decline."
             inputPrompt = "answer \(Output.escaped(name))> "
         }
         let bars = transfers.map { transfer -> String in

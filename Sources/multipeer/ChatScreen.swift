@@ -158,24 +158,39 @@ struct ChatView {
         }
     }
 
-    /// `text` broken into lines of at most `width` terminal cells, at spaces where it can.
+    /// `text` broken into lines of at most `width` terminal cells, at spaces where it can; one pass over the text.
     static func wrap(_ text: String, _ width: Int) -> [String] {
         guard width > 0 else { return [text] }
         var lines: [String] = []
-        var rest = Substring(text)
-        while CellWidth.of(rest) > width {
-            let head = CellWidth.prefix(rest, fitting: width)
-            if let space = head.lastIndex(of: " "), space > head.startIndex {
-                lines.append(String(rest[..<space]))
-                rest = rest[rest.index(after: space)...]
-            } else {
-                // At least one character per line, even one wider than the line.
-                let end = head.isEmpty ? rest.index(after: rest.startIndex) : head.endIndex
-                lines.append(String(rest[..<end]))
-                rest = rest[end...]
+        var line: [Character] = []
+        var lineWidth = 0
+        /// Where the last space of `line` is, and the width before it.
+        var space: (index: Int, width: Int)?
+        for character in text {
+            let cells = CellWidth.of(character)
+            while lineWidth + cells > width, !line.isEmpty {
+                if let space, space.index > 0 {
+                    lines.append(String(line[..<space.index]))
+                    line = Array(line[(space.index + 1)...])
+                    lineWidth -= space.width + 1
+                } else {
+                    lines.append(String(line))
+                    line = []
+                    lineWidth = 0
+                }
+                space = nil
+                // What moved to the new line may hold a space of its own (it is shorter than a line).
+                var width = 0
+                for (index, moved) in line.enumerated() {
+                    if moved == " " { space = (index, width) }
+                    width += CellWidth.of(moved)
+                }
             }
+            if character == " " { space = (line.count, lineWidth) }
+            line.append(character)
+            lineWidth += cells
         }
-        lines.append(String(rest))
+        lines.append(String(line))
         return lines
     }
 }

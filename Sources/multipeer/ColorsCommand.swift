@@ -35,6 +35,7 @@ struct ColorsCommand: PeerCommand {
             colors = Colors(
                 network: network, session: session, advertiser: advertiser, browser: browser, screen: screen)
         } catch {
+            screen?.restore()
             Output.error("multipeer: \(error.reason)")
             return 1
         }

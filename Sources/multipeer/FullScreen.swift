@@ -113,6 +113,10 @@ final class FullScreen: @unchecked Sendable {
         raw.c_cc.6 = 1  // VMIN
         raw.c_cc.5 = 0  // VTIME
         tcsetattr(0, TCSANOW, &raw)
+        // Ctrl-Z and Ctrl-\ would leave the shell in raw mode on the alternate screen: ignored while full screen
+        // (Ctrl-C still ends the command cleanly).
+        signal(SIGTSTP, SIG_IGN)
+        signal(SIGQUIT, SIG_IGN)
         Output.write("\u{1b}[?1049h\u{1b}[?25l")
         let (keys, sink) = AsyncStream<Key>.makeStream()
         self.keys = keys
@@ -134,9 +138,13 @@ final class FullScreen: @unchecked Sendable {
         return (max(Int(size.ws_row), 4), max(Int(size.ws_col), 20))
     }
 
+    /// Whether ``restore()`` ran: nothing is drawn any more (late events must not paint over the shell).
+    private var isDone: Bool { restored.withLock { isRestored } }
+
     /// Draws `rows` (each already cut to the width; they may hold style sequences) from the top, clearing the
     /// rest of every line and the lines below, and puts the cursor at `cursor` (zero-based) or hides it.
     func draw(_ rows: [String], cursor: (row: Int, column: Int)?) {
+        guard !isDone else { return }
         var out = "\u{1b}[?25l"
         for (index, row) in rows.enumerated() { out += "\u{1b}[\(index + 1);1H\(row)\u{1b}[0m\u{1b}[K" }
         out += "\u{1b}[J"
@@ -146,6 +154,7 @@ final class FullScreen: @unchecked Sendable {
 
     /// Fills the screen with `background` and writes `lines` from the top left.
     func fill(_ lines: [String], background: Int?, foreground: Int?) {
+        guard !isDone else { return }
         let (screenRows, columns) = size
         let rows = max(screenRows, lines.count + 2)
         var out = "\u{1b}[H"
@@ -175,6 +184,8 @@ final class FullScreen: @unchecked Sendable {
         guard first else { return }
         Output.write("\u{1b}[0m\u{1b}[?25h\u{1b}[?1049l")
         tcsetattr(0, TCSANOW, &saved)
+        signal(SIGTSTP, SIG_DFL)
+        signal(SIGQUIT, SIG_DFL)
     }
 }
 

@@ -43,15 +43,21 @@ struct MultipeerTool {
             exit(arguments.isEmpty ? 64 : 0)
         }
         arguments.removeFirst()
-        if let index = arguments.firstIndex(of: "--log-level"), name != "identity" {
-            let value = index + 1 < arguments.count ? arguments[index + 1] : ""
+        if let index = arguments.firstIndex(where: { $0 == "--log-level" || $0.hasPrefix("--log-level=") }),
+            name != "identity"
+        {
+            let joined = arguments[index].hasPrefix("--log-level=")
+            let value =
+                joined
+                ? String(arguments[index].dropFirst("--log-level=".count))
+                : index + 1 < arguments.count ? arguments[index + 1] : ""
             guard let level = LogLevel(name: value) else {
                 Output.error("multipeer: --log-level wants off, error, warning, info, debug or trace, not '\(value)'")
                 Output.error(commands.first { $0.name == name }.map { "usage: \($0.usage)" } ?? help)
                 exit(64)
             }
             Log.level = level
-            arguments.removeSubrange(index...min(index + 1, arguments.count - 1))
+            arguments.removeSubrange(index...(joined ? index : min(index + 1, arguments.count - 1)))
         }
         if arguments.contains("--help") || arguments.contains("-h") {
             Output.line(commands.first { $0.name == name }?.usage ?? help)

@@ -16,16 +16,23 @@ enum Output {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
-    /// Text with control characters escaped (`\n`, `\t`, `\u{1b}`...), so text from a peer stays on its line.
+    /// Whether a terminal may act on the character: C0 and C1 controls and DEL (category Cc), and the Unicode
+    /// line and paragraph separators.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
+    }
+
+    /// Text with control characters escaped (`\n`, `\t`, `\u{1b}`, `\u{9b}`...), so text from a peer stays on its
+    /// line and cannot command the terminal. Escaping twice changes nothing.
     static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
         var out = ""
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case let c where c.value < 0x20 || c.value == 0x7F: out += "\\u{\(String(c.value, radix: 16))}"
+            case let c where isControl(c): out += "\\u{\(String(c.value, radix: 16))}"
             default: out.unicodeScalars.append(scalar)
             }
         }

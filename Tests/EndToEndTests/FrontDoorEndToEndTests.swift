@@ -123,7 +123,7 @@ extension FrontDoorEndToEndTests {
             let service = "mp-log-e2e"
             let alpha = try lab.spawn(
                 host: 0, binary,
-                ["chat", service, "--name", "Alpha", "--interface", NetLab.interfaceName, "--log-level", "info"],
+                ["chat", service, "--name", "Alpha", "--interface", NetLab.interfaceName, "--log-level=info"],
                 interactive: true)
             let beta = try lab.spawn(
                 host: 1, binary,
@@ -270,7 +270,8 @@ struct FullScreenTests {
         #expect(found.contains("multipeer chat · Ada") && found.contains("Nearby (1)"), "\(found)")
         _ = try Self.tmux(socket, ["send-keys", "-t", "one", "/invite Bea shall we talk?", "Enter"])
         let prompt = try await Self.waitFor(socket, "two") { $0.contains("Type y to accept") }
-        #expect(prompt.contains("Ada invites you: \"shall we talk?\" (verification code "), "\(prompt)")
+        #expect(prompt.contains("Ada invites you (verification code "), "\(prompt)")
+        #expect(prompt.contains(": \"shall we talk?\". Type y to accept"), "\(prompt)")
         #expect(prompt.contains("answer Ada>"), "\(prompt)")
         let code = try #require(
             prompt.firstRange(of: /verification code (\d+)/).map { String(prompt[$0].split(separator: " ").last!) },

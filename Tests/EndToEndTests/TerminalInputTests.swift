@@ -86,4 +86,31 @@ struct TerminalInputTests {
         let top = view.render(rows: 20, columns: 40).rows.joined(separator: "\n")
         #expect(top.contains("message 0") && !top.contains("message 99"), "never past the oldest line: \(top)")
     }
+
+    @Test func wrappingKeepsEveryCharacterAndEveryLineFits() {
+        var generator = SystemRandomNumberGenerator()
+        let pieces = ["a", "bb ", " ", "漢", "😀", "word ", "e\u{301}", "  "]
+        for width in [1, 2, 3, 7, 40] {
+            for _ in 0..<200 {
+                let text = (0..<Int.random(in: 0...60, using: &generator)).map { _ in pieces.randomElement()! }.joined()
+                let lines = ChatView.wrap(text, width)
+                #expect(lines.allSatisfy { CellWidth.of($0) <= max(width, 2) }, "\(width): \(lines)")
+                // Only the spaces a line was broken at are gone.
+                #expect(lines.joined().filter { $0 != " " } == text.filter { $0 != " " }, "\(width): \(lines)")
+            }
+        }
+        // One pass: a message of 1 MiB wraps (a quadratic wrap took hours at this size).
+        let long = String(repeating: "abcdefghij", count: 100_000)
+        #expect(ChatView.wrap(long, 100).count == 10_000)
+    }
+
+    @Test func everyControlCharacterIsEscapedForTheTerminal() {
+        // C0, DEL, C1 (U+009B is a one-character CSI for VTE and screen), and the line separators.
+        let hostile = "a\u{1b}]0;title\u{07}\u{7f}\u{9b}2J\u{9d}\u{2028}\u{2029}b"
+        let shown = Output.escaped(hostile)
+        #expect(!shown.unicodeScalars.contains { Output.isControl($0) }, "\(shown.unicodeScalars.map(\.value))")
+        #expect(shown.hasPrefix("a\\u{1b}]0;title\\u{7}") && shown.hasSuffix("b"), "\(shown)")
+        #expect(Output.escaped(shown) == shown, "escaping twice changes nothing")
+        #expect(Output.escaped("漢字 é 😀") == "漢字 é 😀")
+    }
 }

@@ -369,9 +369,11 @@ public actor Session {
         await network.unregister(self)
         inbox.finish()
         eventSink.finish()
+        // Polled with sleeps in a task of their own, which a cancelled caller cannot cut short (its own
+        // Task.sleep would return at once and spin).
         let deadline = ContinuousClock.now + Self.leaveWait
         while leaving.contains(where: { $0.closeReason == nil }), ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
+            await Task.detached { try? await Task.sleep(for: .milliseconds(5)) }.value
         }
     }
 
@@ -417,6 +419,8 @@ public actor Session {
         Log.write(.info, "session", "invitation to '\(peer.displayName)': \(outcome)")
         await network.endOutgoing(from: identity.fingerprint, to: fp)
         inviting[fp] = inviting[fp, default: 1] > 1 ? inviting[fp]! - 1 : nil
+        // The link dropped while the invitation ran: redialing waited for it to end.
+        if inviting[fp] == nil, reconnecting[fp] != nil { redial(fp) }
         // A member whose link dropped right after it was adopted is reconnecting, not gone.
         if members[fp] == nil, reconnecting[fp] == nil, !joining.contains(fp), inviting[fp] == nil {
             if outcome != .accepted {
