@@ -128,7 +128,8 @@ struct SessionMeshTests {
     @Test func aCrowdWithLinksCutWhileItSettlesLosesNoMessage() async throws {
         let count = 12
         let perPair = 30
-        for round in 0..<5 {
+        // Three rounds: each failed before the fix; more would weigh on the timing of suites running beside it.
+        for round in 0..<3 {
             let nodes = try await (0..<count).asyncMap { try await SessionNode("Peer\($0)") }
             for node in nodes { node.acceptAll() }
             let received = Tally()

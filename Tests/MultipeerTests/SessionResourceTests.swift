@@ -257,7 +257,11 @@ extension SessionResourceTests {
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
-        defer { server.terminate() }
+        defer {
+            // Process.terminate() was seen to leave the server running here: kill it by its pid.
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
         let url = URL(string: "http://127.0.0.1:\(port)/served.bin")!
         var transfer: ResourceTransfer?

@@ -31,6 +31,7 @@ final class Link: Sendable {
         var closedReason: String?
         var generation = 0
         var startedConversation = false
+        var withdrawnReason: String?
     }
 
     init(connection: PeerConnection, isDialer: Bool, linkID: [UInt8] = []) {
@@ -46,6 +47,13 @@ final class Link: Sendable {
     var linkID: [UInt8] {
         get { state.withLock { $0.linkID } }
         set { state.withLock { $0.linkID = newValue } }
+    }
+
+    /// The inviter's reason when it withdrew the invitation this link carried (an `inviteCancel`), even while the
+    /// invitee was accepting it: such a link is never reconnected.
+    var withdrawnReason: String? {
+        get { state.withLock { $0.withdrawnReason } }
+        set { state.withLock { $0.withdrawnReason = newValue } }
     }
 
     /// The port the peer said it listens on, once its `sessions` message arrived.

@@ -206,6 +206,7 @@ public final class PeerAdvertiser: Sendable {
         link.setHandler { link, event in
             switch event {
             case .message(.inviteCancel(_, let reason)):
+                link.withdrawnReason = reason
                 invitation.close("was withdrawn by the inviter: \(reason)")
                 link.close("invitation withdrawn")
             case .message:

@@ -611,6 +611,11 @@ public actor Session {
             throw refuse(.refused, "refused by the invitee's verification hook: \(reason)")
         }
         if isDisconnected { throw refuse(.cancelled, "the session was disconnected") }
+        if let reason = invitation.withdrawnReason {
+            // The inviter gave up while this side's hook was thinking: it will never take this side in.
+            if members[fp] == nil { report(link.peer, .notConnected, "the inviter withdrew the invitation: \(reason)") }
+            throw SessionError(.invitationClosed, "the invitation from \(link.peer) was withdrawn: \(reason)")
+        }
         if link.isClosed {
             if members[fp] == nil { report(link.peer, .notConnected, "the inviter went away before the answer") }
             throw SessionError(.invitationClosed, "the invitation from \(link.peer) ended before it was accepted")
@@ -1040,6 +1045,7 @@ public actor Session {
         case .message(.inviteCancel(let id, let reason)) where link.linkID == id && !link.isDialer:
             // The inviter gave up while this side was accepting: it never took this side in, so there is nothing
             // to reconnect to.
+            link.withdrawnReason = reason
             depart(link, reason: "the inviter withdrew the invitation: \(reason)")
             link.close("invitation withdrawn")
         case .message(.delivered(let id)):
@@ -1090,6 +1096,11 @@ public actor Session {
     private func lost(_ link: Link, reason: String) {
         let fp = link.fingerprint
         guard members[fp] === link else { return }
+        if let withdrawn = link.withdrawnReason {
+            // Withdrawn by the inviter as it was being accepted (the cancel was read before this side's member
+            // handler took over): there is no member to wait for.
+            return depart(link, reason: "the inviter withdrew the invitation: \(withdrawn)")
+        }
         members[fp] = nil
         guard !isDisconnected, configuration.reconnectGrace > .zero else {
             known[fp] = nil
