@@ -285,4 +285,37 @@ extension SessionInvitationTests {
         await alice.shutdown()
         await bob.shutdown()
     }
+
+    /// The inviter leaves its session while the invitee is accepting (Ctrl-C right after inviting): the invitee
+    /// sees it leave at once, never a member it waits for to reconnect.
+    @Test func anInviterThatLeavesWhileBeingAcceptedIsSeenLeaving() async throws {
+        for delay in [0, 50, 200] {
+            let hookRan = DropCounter()
+            var configuration = SessionConfiguration()
+            configuration.verifyPeer = { _ in
+                hookRan.add()
+                try? await Task.sleep(for: .milliseconds(delay))
+                return .accept
+            }
+            let alice = try await SessionNode("Alice")
+            let bob = try await SessionNode("Bob", configuration: configuration)
+            bob.acceptAll()
+            let invitation = Task { await alice.invite(bob, timeout: .seconds(10)) }
+            #expect(await waitUntil(.seconds(10)) { hookRan.value > 0 })
+            await alice.session.disconnect()
+            _ = await invitation.value
+            let ended = await bob.recorder.wait(for: .seconds(5)) {
+                $0.hasPrefix("Alice notConnected") || $0.hasPrefix("Alice reconnecting")
+            }
+            let states = bob.recorder.states
+            if states.contains(where: { $0.hasPrefix("Alice connected") }) {
+                #expect(ended == "Alice notConnected: left", "delay \(delay): \(states)")
+            } else {
+                #expect(ended?.hasPrefix("Alice notConnected") == true, "delay \(delay): \(states)")
+            }
+            #expect(await waitUntil { await bob.session.connectedPeers.isEmpty })
+            await alice.shutdown()
+            await bob.shutdown()
+        }
+    }
 }

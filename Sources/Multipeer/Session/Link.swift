@@ -49,8 +49,8 @@ final class Link: Sendable {
         set { state.withLock { $0.linkID = newValue } }
     }
 
-    /// The inviter's reason when it withdrew the invitation this link carried (an `inviteCancel`), even while the
-    /// invitee was accepting it: such a link is never reconnected.
+    /// Why the inviter withdrew the invitation this link carried (an `inviteCancel`, or it left its session),
+    /// even while the invitee was accepting it, as the reason to report: such a link is never reconnected.
     var withdrawnReason: String? {
         get { state.withLock { $0.withdrawnReason } }
         set { state.withLock { $0.withdrawnReason = newValue } }

@@ -206,9 +206,14 @@ public final class PeerAdvertiser: Sendable {
         link.setHandler { link, event in
             switch event {
             case .message(.inviteCancel(_, let reason)):
-                link.withdrawnReason = reason
+                link.withdrawnReason = "the inviter withdrew the invitation: \(reason)"
                 invitation.close("was withdrawn by the inviter: \(reason)")
                 link.close("invitation withdrawn")
+            case .message(.leave):
+                // The inviter left its session before the answer: the same as withdrawing the invitation.
+                link.withdrawnReason = "left"
+                invitation.close("was withdrawn: the inviter left")
+                link.close("the inviter left")
             case .message:
                 // Nothing else is expected before the answer; a peer that sends it is not following the protocol.
                 invitation.close("ended: the inviter broke the protocol")

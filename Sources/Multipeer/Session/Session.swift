@@ -38,6 +38,9 @@ public actor Session {
     private var known: [PeerFingerprint: SessionWire.Member] = [:]
     private var states: [PeerFingerprint: (peer: Peer, state: PeerState)] = [:]
     private var answers: [[UInt8]: CheckedContinuation<InvitationOutcome, Never>] = [:]
+    /// The links of invitations waiting for their answer, by invitation id (the invitee may have adopted one
+    /// already: leaving says so on it).
+    private var invitationLinks: [[UInt8]: Link] = [:]
     /// Acknowledged sends waiting for their receipt, by peer and message number.
     private var pendingAcks: [AckKey: CheckedContinuation<SessionError?, Never>] = [:]
     /// Receipts that came before their sender started waiting (the message was read at once).
@@ -332,7 +335,12 @@ public actor Session {
     public func disconnect() async {
         guard !isDisconnected else { return }
         isDisconnected = true
-        let leaving = members.values.map(\.connection)
+        // Links the peer may count as member links while this side does not yet (an invitation whose acceptance
+        // is on its way, a join being answered) hear the leave too.
+        let pending = Array(invitationLinks.values) + Array(joinLinks.values)
+        let leaving = (Array(members.values) + pending).map(\.connection)
+        for link in pending { link.send(.leave(reason: "left")) }
+        invitationLinks = [:]
         for link in members.values {
             link.send(.leave(reason: "left"))
             link.close("left the session")
@@ -508,6 +516,7 @@ public actor Session {
             clamping: capped.components.seconds * 1000 + capped.components.attoseconds / 1_000_000_000_000_000)
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<InvitationOutcome, Never>) in
             answers[id] = continuation
+            invitationLinks[id] = link
             link.setHandler { [weak self] link, event in
                 guard let self else { return link.close("the session is gone") }
                 await self.inviterEvent(link, event, id: id)
@@ -522,6 +531,7 @@ public actor Session {
     }
 
     private func invitationTimedOut(_ link: Link, id: [UInt8], after timeout: Duration) {
+        invitationLinks[id] = nil
         guard let continuation = answers.removeValue(forKey: id) else { return }
         link.send(.inviteCancel(id: id, reason: "no answer within \(timeout)"))
         link.close("invitation timed out")
@@ -529,6 +539,7 @@ public actor Session {
     }
 
     private func inviterEvent(_ link: Link, _ event: Link.Event, id: [UInt8]) {
+        invitationLinks[id] = nil
         guard let continuation = answers.removeValue(forKey: id) else { return }
         switch event {
         case .message(.inviteAnswer(let answerID, let answer, let reason)) where answerID == id:
@@ -613,8 +624,8 @@ public actor Session {
         if isDisconnected { throw refuse(.cancelled, "the session was disconnected") }
         if let reason = invitation.withdrawnReason {
             // The inviter gave up while this side's hook was thinking: it will never take this side in.
-            if members[fp] == nil { report(link.peer, .notConnected, "the inviter withdrew the invitation: \(reason)") }
-            throw SessionError(.invitationClosed, "the invitation from \(link.peer) was withdrawn: \(reason)")
+            if members[fp] == nil { report(link.peer, .notConnected, reason) }
+            throw SessionError(.invitationClosed, "the invitation from \(link.peer) ended: \(reason)")
         }
         if link.isClosed {
             if members[fp] == nil { report(link.peer, .notConnected, "the inviter went away before the answer") }
@@ -1045,7 +1056,7 @@ public actor Session {
         case .message(.inviteCancel(let id, let reason)) where link.linkID == id && !link.isDialer:
             // The inviter gave up while this side was accepting: it never took this side in, so there is nothing
             // to reconnect to.
-            link.withdrawnReason = reason
+            link.withdrawnReason = "the inviter withdrew the invitation: \(reason)"
             depart(link, reason: "the inviter withdrew the invitation: \(reason)")
             link.close("invitation withdrawn")
         case .message(.delivered(let id)):
@@ -1099,7 +1110,7 @@ public actor Session {
         if let withdrawn = link.withdrawnReason {
             // Withdrawn by the inviter as it was being accepted (the cancel was read before this side's member
             // handler took over): there is no member to wait for.
-            return depart(link, reason: "the inviter withdrew the invitation: \(withdrawn)")
+            return depart(link, reason: withdrawn)
         }
         members[fp] = nil
         guard !isDisconnected, configuration.reconnectGrace > .zero else {
