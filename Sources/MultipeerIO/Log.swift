@@ -100,8 +100,8 @@ public enum Log {
     }
 
     /// Whether a terminal may act on the character: C0 and C1 controls and DEL (category Cc), and the Unicode
-    /// line and paragraph separators.
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    /// line and paragraph separators. What the log escapes, and what text from peers must not carry to a terminal.
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 

@@ -1,5 +1,6 @@
 internal import Foundation
 import MulticastDNS
+import MultipeerIO
 
 /// Line-oriented output: every line is flushed at once, so a pipe sees events as they happen.
 enum Output {
@@ -16,11 +17,8 @@ enum Output {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
-    /// Whether a terminal may act on the character: C0 and C1 controls and DEL (category Cc), and the Unicode
-    /// line and paragraph separators.
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.properties.generalCategory == .control || scalar.value == 0x2028 || scalar.value == 0x2029
-    }
+    /// Whether a terminal may act on the character (the log's rule: C0, C1, DEL, the line separators).
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool { Log.isControl(scalar) }
 
     /// Text with control characters escaped (`\n`, `\t`, `\u{1b}`, `\u{9b}`...), so text from a peer stays on its
     /// line and cannot command the terminal. Escaping twice changes nothing.

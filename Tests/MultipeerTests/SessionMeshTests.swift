@@ -38,15 +38,22 @@ struct SessionMeshTests {
         }
     }
 
+    /// Alice and Bob, each accepting everything, invite each other at the same time.
+    static func crossingInvitations() async throws -> (
+        SessionNode, SessionNode, (InvitationOutcome, InvitationOutcome)
+    ) {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        alice.acceptAll()
+        bob.acceptAll()
+        async let first = alice.invite(bob)
+        async let second = bob.invite(alice)
+        return (alice, bob, await (first, second))
+    }
+
     @Test func simultaneousMutualInvitationsEndInOneSessionWithOneLinkAHundredTimes() async throws {
         for round in 0..<100 {
-            let alice = try await SessionNode("Alice")
-            let bob = try await SessionNode("Bob")
-            alice.acceptAll()
-            bob.acceptAll()
-            async let first = alice.invite(bob)
-            async let second = bob.invite(alice)
-            let outcomes = await (first, second)
+            let (alice, bob, outcomes) = try await Self.crossingInvitations()
             #expect(outcomes.0 == .accepted && outcomes.1 == .accepted, "round \(round): \(outcomes)")
             #expect(await Self.fullyMeshed([alice, bob], within: .seconds(5)), "round \(round)")
             // Never stuck in connecting, never a duplicate: each side saw the other connect exactly once (the
@@ -67,13 +74,7 @@ struct SessionMeshTests {
     /// settled on both sides yet): the other side sees `left`, never a lost link waiting to reconnect.
     @Test func leavingRightAfterCrossingInvitationsIsSeenAsLeaving() async throws {
         for round in 0..<40 {
-            let alice = try await SessionNode("Alice")
-            let bob = try await SessionNode("Bob")
-            alice.acceptAll()
-            bob.acceptAll()
-            async let first = alice.invite(bob)
-            async let second = bob.invite(alice)
-            _ = await (first, second)
+            let (alice, bob, _) = try await Self.crossingInvitations()
             let leaver = round.isMultiple(of: 2) ? alice : bob
             let stayer = round.isMultiple(of: 2) ? bob : alice
             let name = leaver.identity.displayName

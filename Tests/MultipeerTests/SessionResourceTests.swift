@@ -163,7 +163,7 @@ struct SessionResourceTests {
         let file = try Self.file(size: size, in: source)
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
         let transfer = try await alice.session.sendResource(at: file, named: "big.bin", to: bob.peer)
-        #expect(await waitUntil { transfer.progress.completedUnitCount > Int64(size / 4) })
+        #expect(await waitUntil(.seconds(60)) { transfer.progress.completedUnitCount > Int64(size / 4) })
         await alice.session.memberLink(bob.identity.fingerprint)?.connection.abort()
         let receipt = try await transfer.finished()
         #expect(receipt.sha256 == SHA256.hash(Array(try Data(contentsOf: file))).hexString)
