@@ -37,12 +37,7 @@ elif [[ $EUID -eq 0 ]]; then
     echo "test.sh: stale lab namespaces:"
     scripts/netlab.sh sweep
 else
-    mapfile -t missing_build < <(missing_packages "${build_packages[@]}")
-    if (( ${#missing_build[@]} > 0 )); then
-        echo "test.sh: the build needs ${missing_build[*]}: run this script as root to install them," \
-            "or: sudo apt-get install ${missing_build[*]}" >&2
-        exit 1
-    fi
+    ensure_build_packages test.sh  # as another user: stops with the command to run when the build cannot work
     mapfile -t missing_test < <(missing_packages "${test_packages[@]}")
     if (( ${#missing_test[@]} > 0 )); then
         echo "test.sh: not installed: ${missing_test[*]}; the tests that need them will skip and name them" \

@@ -81,35 +81,10 @@ struct ChatCommand: PeerCommand {
             return 1
         }
         await chat.start()
-        await withTaskGroup(of: Void.self) { group in
-            if let screen {
-                group.addTask {
-                    for await key in screen.keys {
-                        if await chat.key(key) == .quit { break }
-                    }
-                }
-                let watcher = Task { for await (peer, code) in codes { await chat.verified(peer, code: code) } }
-                group.addTask {
-                    await withTaskCancellationHandler {
-                        await watcher.value
-                    } onCancel: {
-                        watcher.cancel()
-                    }
-                }
-                group.addTask { for await _ in screen.resizes { await chat.redraw() } }
-            } else {
-                let input = InputLines()
-                group.addTask {
-                    for await line in input.lines {
-                        if await chat.handle(line) == .quit { break }
-                    }
-                }
-            }
-            group.addTask { _ = await signals.wait() }
-            await group.next()
-            group.cancelAll()
-        }
-        screen?.restore()
+        await runInput(
+            screen: screen, signals: signals, key: { await chat.key($0) }, line: { await chat.handle($0) },
+            redraw: { await chat.redraw() },
+            alongside: [{ for await (peer, code) in codes { await chat.verified(peer, code: code) } }])
         await chat.leave()
         return 0
     }
@@ -219,7 +194,6 @@ final class InputLines: Sendable {
 /// The chat's state: who was found, who is invited or connected, what is pending; prints every event (line
 /// mode) or shows it (full screen).
 actor Chat {
-    enum Step { case next, quit }
 
     let network: PeerNetwork
     let session: Session
@@ -242,9 +216,7 @@ actor Chat {
     private var editor = LineEditor()
     /// How far the message pane is scrolled back, in rows.
     private var scroll = 0
-    /// The message pane, oldest first, at most ``paneLimit`` lines.
-    private var pane: [String] = []
-    static let paneLimit = 1_000
+    private var pane = MessagePane()
     /// Invitations waiting for an answer, oldest first (the prompt asks about the first).
     private var promptOrder: [String] = []
     /// Peers this side is inviting now.
@@ -304,13 +276,12 @@ actor Chat {
     /// Prints `event NAME[: TEXT]`, or the same as a JSON object.
     private func print(_ event: String, _ name: String, _ text: String? = nil, extra: [(String, String)] = []) {
         if screen != nil {
-            let escaped = text.map(Output.escaped)
-            if event == "message" {
-                show("\(Output.escaped(name)): \(escaped ?? "")")
-            } else {
-                let words = ([event, Output.escaped(name)] + extra.map(\.1)).joined(separator: " ")
-                show("· " + (escaped.flatMap { $0.isEmpty ? nil : "\(words): \($0)" } ?? words))
-            }
+            // show() escapes what peers sent.
+            let words = ([event, name] + extra.map(\.1)).joined(separator: " ")
+            show(
+                event == "message"
+                    ? "\(name): \(text ?? "")" : "· " + (text.flatMap { $0.isEmpty ? nil : "\(words): \($0)" } ?? words)
+            )
             return
         }
         if json {
@@ -377,7 +348,7 @@ actor Chat {
         if json {
             print("invitation", name, context, extra: [("code", code)])
         } else if screen != nil {
-            show("· invitation from \(Output.escaped(name)) code \(code): \(Output.escaped(context))")
+            show("· invitation from \(name) code \(code): \(context)")
         } else {
             Output.line("invitation from \(Output.escaped(name)) code \(code): \(Output.escaped(context))")
         }
@@ -439,14 +410,14 @@ actor Chat {
     }
 
     /// Runs one input line.
-    func handle(_ line: String) async -> Step {
+    func handle(_ line: String) async -> InputStep {
         guard line.hasPrefix("/") else {
             let peers = Array(connected.values)
             guard !peers.isEmpty else {
                 complain("nobody is connected; the line was not sent")
                 return .next
             }
-            if screen != nil { show("\(Output.escaped(session.localPeer.displayName)): \(Output.escaped(line))") }
+            if screen != nil { show("\(session.localPeer.displayName): \(line)") }
             for (peer, result) in await session.send(Array(line.utf8), to: peers) {
                 if case .failed(let error) = result { complain("not sent to \(peer.displayName): \(error.reason)") }
             }
@@ -486,7 +457,7 @@ actor Chat {
                 return .next
             }
             if screen != nil {
-                show("\(Output.escaped(session.localPeer.displayName)) → \(name): \(Output.escaped(rest))")
+                show("\(session.localPeer.displayName) → \(name): \(rest)")
             }
             if case .failed(let error)? = await session.send(Array(rest.utf8), to: [peer])[peer] {
                 complain("not sent to \(name): \(error.reason)")
@@ -516,7 +487,7 @@ actor Chat {
         }
         invitation.decline(reason: reason)
         if screen != nil {
-            show("· declined \(Output.escaped(name))" + (reason.isEmpty ? "" : ": \(Output.escaped(reason))"))
+            show("· declined \(name)" + (reason.isEmpty ? "" : ": \(reason)"))
         }
     }
 
@@ -580,18 +551,9 @@ actor Chat {
         redraw()
     }
 
-    /// The longest pane line kept, in characters: a longer message is cut, saying how much was left out.
-    static let paneLineLimit = 2_000
-
-    /// A line for the message pane (escaped here once more, whatever the caller did, and cut to
-    /// ``paneLineLimit``), and a redraw.
+    /// A line for the message pane (escaped and bounded there), and a redraw.
     private func show(_ text: String) {
-        var line = Output.escaped(text)
-        if line.count > Self.paneLineLimit {
-            line = String(line.prefix(Self.paneLineLimit)) + " … (\(line.count - Self.paneLineLimit) more characters)"
-        }
-        pane.append(line)
-        if pane.count > Self.paneLimit { pane.removeFirst(pane.count - Self.paneLimit) }
+        pane.append(text)
         redraw()
     }
 
@@ -602,12 +564,12 @@ actor Chat {
 
     /// A key typed on the full screen: editing, history, Enter runs the line (or answers the invitation
     /// prompt), Ctrl-D on an empty line quits.
-    func key(_ key: Key) async -> Step {
+    func key(_ key: Key) async -> InputStep {
         if key == .control(4), editor.text.isEmpty { return .quit }
         if editor.text.isEmpty { answerable = promptOrder.first }
         if key == .pageUp || key == .pageDown {
             let step = max(1, (screen?.size.rows ?? 24) / 2)
-            scroll = key == .pageUp ? min(scroll + step, Self.paneLimit * 8) : max(0, scroll - step)
+            scroll = key == .pageUp ? min(scroll + step, MessagePane.lineLimit * 8) : max(0, scroll - step)
             redraw()
             return .next
         }
@@ -616,7 +578,7 @@ actor Chat {
             return .next
         }
         scroll = 0
-        let step: Step
+        let step: InputStep
         if let name = promptOrder.first, name == answerable, !line.hasPrefix("/") {
             step = await answer(name, line)
         } else {
@@ -627,7 +589,7 @@ actor Chat {
     }
 
     /// An answer to the invitation prompt: `y` accepts; `n` and an optional reason declines.
-    private func answer(_ name: String, _ line: String) async -> Step {
+    private func answer(_ name: String, _ line: String) async -> InputStep {
         let word = line.prefix { $0 != " " }.lowercased()
         let reason = String(line.drop { $0 != " " }.drop { $0 == " " })
         if ["y", "yes"].contains(line.trimmingCharacters(in: .whitespaces).lowercased()) {
@@ -684,18 +646,16 @@ actor Chat {
         }
         let bars = transfers.map { transfer -> String in
             let done = transfer.completed()
-            let total = transfer.printer.total
-            let width = 20
-            let filled = total > 0 ? min(width, Int(Double(width) * Double(done) / Double(total))) : width
-            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-            let percent = total > 0 ? Int(100 * done / total) : 100
-            return "[\(bar)] \(percent)% " + transfer.printer.line(done)
+            let percent = transfer.printer.total > 0 ? Int(100 * done / transfer.printer.total) : 100
+            return "\(ProgressPrinter.bar(done, of: transfer.printer.total, width: 20)) \(percent)% "
+                + transfer.printer.line(done)
         }
         let me = session.localPeer
         let view = ChatView(
             title: "multipeer chat · \(Output.escaped(me.displayName)) · \(serviceType) · \(members.count) "
                 + (members.count == 1 ? "member" : "members"),
-            nearby: nearby, members: members, pane: pane, transfers: bars, prompt: prompt, inputPrompt: inputPrompt,
+            nearby: nearby, members: members, pane: pane.lines, transfers: bars, prompt: prompt,
+            inputPrompt: inputPrompt,
             input: editor.text, scroll: scroll)
         let (rows, columns) = screen.size
         let (lines, cursor) = view.render(rows: rows, columns: columns)

@@ -58,6 +58,23 @@ struct LineEditor {
     }
 }
 
+/// The chat's message pane: the last ``lineLimit`` lines, oldest first, each escaped (text from peers cannot
+/// command the terminal) and cut to ``lengthLimit`` characters, saying how much was left out.
+struct MessagePane {
+    static let lineLimit = 1_000
+    static let lengthLimit = 2_000
+    private(set) var lines: [String] = []
+
+    mutating func append(_ text: String) {
+        var line = Output.escaped(text)
+        if line.count > Self.lengthLimit {
+            line = String(line.prefix(Self.lengthLimit)) + " … (\(line.count - Self.lengthLimit) more characters)"
+        }
+        lines.append(line)
+        if lines.count > Self.lineLimit { lines.removeFirst(lines.count - Self.lineLimit) }
+    }
+}
+
 /// What the full-screen chat shows, laid out for a terminal of a given size: a title bar; nearby peers with
 /// their state and the session's members on the left; the message pane (newest at the bottom) on the right;
 /// transfers with progress bars; an invitation prompt; the input line and a line of help. Every text in it that

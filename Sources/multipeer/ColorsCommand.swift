@@ -40,27 +40,9 @@ struct ColorsCommand: PeerCommand {
             return 1
         }
         await colors.start()
-        await withTaskGroup(of: Void.self) { group in
-            if let screen {
-                group.addTask {
-                    for await key in screen.keys {
-                        if await colors.key(key) == .quit { break }
-                    }
-                }
-                group.addTask { for await _ in screen.resizes { await colors.redraw() } }
-            } else {
-                let input = InputLines()
-                group.addTask {
-                    for await text in input.lines {
-                        if await colors.line(text) == .quit { break }
-                    }
-                }
-            }
-            group.addTask { _ = await signals.wait() }
-            await group.next()
-            group.cancelAll()
-        }
-        screen?.restore()
+        await runInput(
+            screen: screen, signals: signals, key: { await colors.key($0) }, line: { await colors.line($0) },
+            redraw: { await colors.redraw() })
         await colors.leave()
         return 0
     }
@@ -89,7 +71,6 @@ enum SharedColor: String, CaseIterable, Sendable {
 
 /// The colors app's state.
 actor Colors {
-    enum Step { case next, quit }
 
     let network: PeerNetwork
     let session: Session
@@ -173,7 +154,7 @@ actor Colors {
     }
 
     /// Line mode: `color NAME`, `NAME`, or `quit`.
-    func line(_ text: String) async -> Step {
+    func line(_ text: String) async -> InputStep {
         let words = text.split(separator: " ").map { $0.lowercased() }
         if words == ["quit"] { return .quit }
         let name = words.first == "color" ? words.dropFirst().first : words.first
@@ -186,7 +167,7 @@ actor Colors {
     }
 
     /// Full screen: 1-8 or a color's initial picks it (p is purple, k pink), q quits.
-    func key(_ key: Key) async -> Step {
+    func key(_ key: Key) async -> InputStep {
         let all = SharedColor.allCases
         guard case .text(let text) = key else {
             return key == .control(3) || key == .control(4) ? .quit : .next  // Ctrl-C, Ctrl-D

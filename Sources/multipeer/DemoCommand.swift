@@ -204,9 +204,7 @@ struct DemoCommand {
                     // 100% is printed once the transfer finished (below), so it always shows.
                     if done != shown, done % 5 == 0, done < 20 {
                         shown = done
-                        Output.line(
-                            stamp() + "  [" + String(repeating: "#", count: done)
-                                + String(repeating: ".", count: 20 - done) + "] \(done * 5)%")
+                        Output.line(stamp() + "  \(ProgressPrinter.bar(Int64(done), of: 20, width: 20)) \(done * 5)%")
                     }
                     if done >= 20 { break }
                     try? await Task.sleep(for: .milliseconds(5))
@@ -215,7 +213,7 @@ struct DemoCommand {
             let receipt = try await transfer.finished()
             bar.cancel()
             _ = await bar.value
-            Output.line(stamp() + "  [" + String(repeating: "#", count: 20) + "] 100%")
+            Output.line(stamp() + "  \(ProgressPrinter.bar(20, of: 20, width: 20)) 100%")
             Output.line(stamp() + "Carol: sent photo.jpg \(receipt.size) bytes sha256 \(receipt.sha256) to Bob")
             fileOK = await Self.waitUntil { fileReceived.value >= 1 }
         }

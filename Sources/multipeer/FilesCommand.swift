@@ -61,15 +61,19 @@ final class ProgressPrinter: Sendable {
             + String(format: "%.0f s left", left)
     }
 
+    /// `[#####.....]`: the share of `total` that `done` is, in `width` marks.
+    static func bar(_ done: Int64, of total: Int64, width: Int) -> String {
+        let filled = total > 0 ? min(width, Int(Double(width) * Double(done) / Double(total))) : width
+        return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]"
+    }
+
     /// Reports until `done()` says the transfer ended.
     func run(_ completed: @escaping @Sendable () -> Int64, done: @escaping @Sendable () -> Bool) async {
         while !done() && !Task.isCancelled {
             let count = completed()
             if terminal {
-                let width = 30
-                let filled = total > 0 ? Int(Double(width) * Double(count) / Double(total)) : width
-                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-                FileHandle.standardOutput.write(Data("\r[\(bar)] \(line(count))\u{1b}[K".utf8))
+                FileHandle.standardOutput.write(
+                    Data("\r\(Self.bar(count, of: total, width: 30)) \(line(count))\u{1b}[K".utf8))
                 try? await Task.sleep(for: .milliseconds(100))
             } else {
                 Output.line(line(count))

@@ -88,6 +88,37 @@ struct KeyDecoder {
     }
 }
 
+/// What an input key or line asks of a session command.
+enum InputStep { case next, quit }
+
+/// Runs a session command's input until it asks to quit, its input ends, or SIGINT/SIGTERM arrives: keys on the
+/// full screen (redrawing when the terminal is resized), lines otherwise, plus `alongside` tasks; then gives the
+/// terminal back. The caller leaves its session afterwards.
+func runInput(
+    screen: FullScreen?, signals: TerminationSignals, key: @escaping @Sendable (Key) async -> InputStep,
+    line: @escaping @Sendable (String) async -> InputStep, redraw: @escaping @Sendable () async -> Void,
+    alongside: [@Sendable () async -> Void] = []
+) async {
+    await withTaskGroup(of: Void.self) { group in
+        if let screen {
+            group.addTask {
+                for await typed in screen.keys where await key(typed) == .quit { break }
+            }
+            group.addTask { for await _ in screen.resizes { await redraw() } }
+        } else {
+            let input = InputLines()
+            group.addTask {
+                for await text in input.lines where await line(text) == .quit { break }
+            }
+        }
+        for task in alongside { group.addTask { await task() } }
+        group.addTask { _ = await signals.wait() }
+        await group.next()
+        group.cancelAll()
+    }
+    screen?.restore()
+}
+
 /// The terminal while a command runs full screen: raw keys (no echo, no line editing; Ctrl-C still raises
 /// SIGINT, which the commands turn into a clean exit), the alternate screen, redraws on SIGWINCH; put back as it
 /// was by ``restore()``, which every exit path calls.

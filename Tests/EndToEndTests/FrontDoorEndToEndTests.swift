@@ -195,6 +195,16 @@ struct FullScreenTests {
         return screen
     }
 
+    /// Waits until the pane shows `text`, and expects it there; returns the screen.
+    @discardableResult
+    static func expectScreen(
+        _ socket: String, _ target: String, showing text: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> String {
+        let screen = try await waitFor(socket, target) { $0.contains(text) }
+        #expect(screen.contains(text), "\(screen)", sourceLocation: sourceLocation)
+        return screen
+    }
+
     /// A folder of the test's own and the path of its tmux server's socket.
     static func scratch() throws -> (URL, String) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mp-tmux-\(UUID().uuidString)")
@@ -283,8 +293,7 @@ struct FullScreenTests {
         let other = try await Self.waitFor(socket, "two") { $0.contains("member, code") }
         #expect(other.contains("member, code \(code)") && other.contains("Members (1)"), "\(other)")
         _ = try Self.tmux(socket, ["send-keys", "-t", "two", "hello from Bea", "Enter"])
-        let heard = try await Self.waitFor(socket, "one") { $0.contains("Bea: hello from Bea") }
-        #expect(heard.contains("Bea: hello from Bea"), "\(heard)")
+        try await Self.expectScreen(socket, "one", showing: "Bea: hello from Bea")
         // A file: a progress bar while it travels, then the checksum.
         _ = try Self.tmux(socket, ["send-keys", "-t", "one", "/send Bea \(file.path)", "Enter"])
         let moving = try await Self.waitFor(socket, "two", within: .seconds(60)) {
@@ -306,8 +315,7 @@ struct FullScreenTests {
         #expect(resized.split(separator: "\n").count <= 16 && resized.contains("Bea: hello from Bea"), "\(resized)")
         // History: the arrow brings the last line back.
         _ = try Self.tmux(socket, ["send-keys", "-t", "one", "Up"])
-        let recalled = try await Self.waitFor(socket, "one") { $0.contains("> /send Bea") }
-        #expect(recalled.contains("> /send Bea"), "\(recalled)")
+        try await Self.expectScreen(socket, "one", showing: "> /send Bea")
         _ = try Self.tmux(socket, ["send-keys", "-t", "one", "C-u", "C-c"])
         let after = try await Self.waitFor(socket, "one") { $0.contains("exited") }
         #expect(after.contains("exited 0") && !after.contains("multipeer chat"), "\(after)")

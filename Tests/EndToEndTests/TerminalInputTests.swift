@@ -113,4 +113,15 @@ struct TerminalInputTests {
         #expect(Output.escaped(shown) == shown, "escaping twice changes nothing")
         #expect(Output.escaped("漢字 é 😀") == "漢字 é 😀")
     }
+
+    @Test func thePaneHoldsBoundedEscapedLines() {
+        var pane = MessagePane()
+        for index in 0..<1_500 {
+            pane.append("\(index) \u{1b}[2J\u{9b}" + String(repeating: "x", count: 10_000))
+        }
+        #expect(pane.lines.count == MessagePane.lineLimit)
+        #expect(pane.lines.first?.hasPrefix("500 ") == true && pane.lines.last?.hasPrefix("1499 ") == true)
+        #expect(pane.lines.allSatisfy { $0.count < MessagePane.lengthLimit + 40 && $0.hasSuffix("more characters)") })
+        #expect(!pane.lines.joined().unicodeScalars.contains { Output.isControl($0) })
+    }
 }

@@ -33,9 +33,6 @@ public final class Invitation: Sendable, CustomStringConvertible {
     private let onEnd: @Sendable () -> Void
     private let timer = Mutex<SessionTimer?>(nil)
 
-    /// Why the inviter withdrew the invitation (even after it was claimed, while accepting), if it did.
-    var withdrawnReason: String? { link.withdrawnReason }
-
     enum State: Equatable {
         case pending
         case answered

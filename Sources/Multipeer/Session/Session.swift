@@ -37,10 +37,9 @@ public actor Session {
     private var inviting: [PeerFingerprint: Int] = [:]
     private var known: [PeerFingerprint: SessionWire.Member] = [:]
     private var states: [PeerFingerprint: (peer: Peer, state: PeerState)] = [:]
-    private var answers: [[UInt8]: CheckedContinuation<InvitationOutcome, Never>] = [:]
-    /// The links of invitations waiting for their answer, by invitation id (the invitee may have adopted one
-    /// already: leaving says so on it).
-    private var invitationLinks: [[UInt8]: Link] = [:]
+    /// Invitations waiting for their answer, by invitation id: who waits, and the link (the invitee may have
+    /// adopted it already: leaving says so on it).
+    private var answers: [[UInt8]: (continuation: CheckedContinuation<InvitationOutcome, Never>, link: Link)] = [:]
     /// Acknowledged sends waiting for their receipt, by peer and message number.
     private var pendingAcks: [AckKey: CheckedContinuation<SessionError?, Never>] = [:]
     /// Receipts that came before their sender started waiting (the message was read at once).
@@ -337,10 +336,9 @@ public actor Session {
         isDisconnected = true
         // Links the peer may count as member links while this side does not yet (an invitation whose acceptance
         // is on its way, a join being answered) hear the leave too.
-        let pending = Array(invitationLinks.values) + Array(joinLinks.values)
+        let pending = answers.values.map(\.link) + Array(joinLinks.values)
         let leaving = (Array(members.values) + pending).map(\.connection)
         for link in pending { link.send(.leave(reason: "left")) }
-        invitationLinks = [:]
         for link in members.values {
             link.send(.leave(reason: "left"))
             link.close("left the session")
@@ -361,8 +359,8 @@ public actor Session {
             _ = eventSink.yield(.peerChanged(reconnection.peer, .notConnected, reason: "this side left the session"))
         }
         reconnecting = [:]
-        for (id, continuation) in answers {
-            continuation.resume(returning: .refused(reason: "the session was disconnected"))
+        for (id, answer) in answers {
+            answer.continuation.resume(returning: .refused(reason: "the session was disconnected"))
             answers[id] = nil
         }
         for link in joinLinks.values { link.close("left the session") }
@@ -515,8 +513,7 @@ public actor Session {
         let milliseconds = UInt32(
             clamping: capped.components.seconds * 1000 + capped.components.attoseconds / 1_000_000_000_000_000)
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<InvitationOutcome, Never>) in
-            answers[id] = continuation
-            invitationLinks[id] = link
+            answers[id] = (continuation, link)
             link.setHandler { [weak self] link, event in
                 guard let self else { return link.close("the session is gone") }
                 await self.inviterEvent(link, event, id: id)
@@ -531,16 +528,14 @@ public actor Session {
     }
 
     private func invitationTimedOut(_ link: Link, id: [UInt8], after timeout: Duration) {
-        invitationLinks[id] = nil
-        guard let continuation = answers.removeValue(forKey: id) else { return }
+        guard let continuation = answers.removeValue(forKey: id)?.continuation else { return }
         link.send(.inviteCancel(id: id, reason: "no answer within \(timeout)"))
         link.close("invitation timed out")
         continuation.resume(returning: .timedOut)
     }
 
     private func inviterEvent(_ link: Link, _ event: Link.Event, id: [UInt8]) {
-        invitationLinks[id] = nil
-        guard let continuation = answers.removeValue(forKey: id) else { return }
+        guard let continuation = answers.removeValue(forKey: id)?.continuation else { return }
         switch event {
         case .message(.inviteAnswer(let answerID, let answer, let reason)) where answerID == id:
             switch answer {
@@ -622,7 +617,7 @@ public actor Session {
             throw refuse(.refused, "refused by the invitee's verification hook: \(reason)")
         }
         if isDisconnected { throw refuse(.cancelled, "the session was disconnected") }
-        if let reason = invitation.withdrawnReason {
+        if let reason = link.withdrawnReason {
             // The inviter gave up while this side's hook was thinking: it will never take this side in.
             if members[fp] == nil { report(link.peer, .notConnected, reason) }
             throw SessionError(.invitationClosed, "the invitation from \(link.peer) ended: \(reason)")
