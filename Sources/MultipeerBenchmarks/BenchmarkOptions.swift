@@ -10,7 +10,7 @@ struct BenchmarkOptions {
                        moves a quarter of the bytes and messages; for baseline, about a quarter of the work
           --verbose    print every run's raw numbers (connection: and each measurement's start and end on stderr)
           --pairs N    connection benchmark 5: idle connection pairs to open (default 1000)
-          --only LIST  comma-separated scenario numbers to run (discovery 1-7, connection 1-5, session 1-5),
+          --only LIST  comma-separated scenario numbers to run (discovery 1-7, connection 1-5, session 1-6),
                        e.g. --only 1,2;
                        or `baseline` alone: the loopback TCP baselines (iperf3, raw TCP pump, raw framed
                        messages, raw ping-pong)
@@ -40,7 +40,7 @@ struct BenchmarkOptions {
             throw BenchmarkError("unknown benchmark '\(suite)'\n\(Self.usage)")
         }
         self.suite = suite
-        let numbers = suite == "connection" ? 1...5 : suite == "session" ? 1...5 : 1...7
+        let numbers = suite == "connection" ? 1...5 : suite == "session" ? 1...6 : 1...7
         scenarios = Set(numbers)
         if suite == "connection" || suite == "session" { runs = 5 }
         var runsGiven = false

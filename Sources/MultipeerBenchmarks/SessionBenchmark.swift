@@ -10,7 +10,8 @@ import Synchronization
 // from a cold start to fully meshed, against the time until every process has discovered every other; 3. one
 // member broadcasting 1 KiB messages to 31 others, against the same sender to one member; 4. a 1 GiB file
 // between two lab hosts against iperf3, with peak memory; 5. a link back after a 3 s outage to the session
-// whole and the outage's messages delivered.
+// whole and the outage's messages delivered; 6. the session layer's cost per message against a bare connection
+// (SessionBenchmark+Layers.swift).
 
 func runSession(_ options: BenchmarkOptions) throws -> Bool {
     let started = Date()
@@ -31,6 +32,11 @@ func runSession(_ options: BenchmarkOptions) throws -> Bool {
     if options.scenarios.contains(3) {
         let (row, note) = try blockingAwait { try await SessionBenchmark.broadcast(options) }
         rows.append(row)
+        notes.append(note)
+    }
+    if options.scenarios.contains(6) {
+        let (layerRows, note) = try blockingAwait { try await SessionBenchmark.layers(options) }
+        rows += layerRows
         notes.append(note)
     }
     if options.scenarios.contains(4) || options.scenarios.contains(5) {

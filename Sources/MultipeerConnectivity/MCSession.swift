@@ -232,7 +232,9 @@ open class MCSession: NSObject, @unchecked Sendable {
             }
             var why: MCDisconnectReason?
             if mapped == .notConnected {
-                why = await session.invitationOutcome(for: peer).map(MCDisconnectReason.init) ?? .disconnected(reason)
+                why =
+                    await session.invitationOutcome(for: peer).map(MCDisconnectReason.init)
+                    ?? .disconnected(reason.description)
             }
             let (changed, finished) = state.withLock { state -> (Bool, PeerOutbox?) in
                 // After `disconnect()`, the old session only ends the peers it reported.

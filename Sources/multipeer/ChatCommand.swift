@@ -381,11 +381,11 @@ actor Chat {
             connected[peer.displayName] = peer
             print(again ? "reconnected" : "connected", peer.displayName)
         case .peerChanged(let peer, .reconnecting, let reason):
-            print("reconnecting", peer.displayName, reason)
+            print("reconnecting", peer.displayName, reason.description)
         case .peerChanged(let peer, .notConnected, let reason):
             guard connected[peer.displayName] == peer else { return }
             connected[peer.displayName] = nil
-            print("disconnected", peer.displayName, reason)
+            print("disconnected", peer.displayName, reason.description)
         case .peerChanged:
             break
         case .resourceStarted(let resource):

@@ -126,7 +126,7 @@ actor Colors {
         case .peerChanged(let peer, .notConnected, let reason):
             guard connected[peer.displayName] == peer else { return }
             connected[peer.displayName] = nil
-            say("disconnected \(Output.escaped(peer.displayName)): \(Output.escaped(reason))")
+            say("disconnected \(Output.escaped(peer.displayName)): \(Output.escaped(reason.description))")
         case .stream(let stream, _):
             stream.reset()
         default:

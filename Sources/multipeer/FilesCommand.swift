@@ -264,13 +264,14 @@ struct ReceiveCommand: PeerCommand {
                     accept = false
                 } else if !yes && interactive {
                     Output.line(
-                        "\(peer.displayName) (\(peer.claimedFingerprint)) wants to send you files; code \(code)")
+                        "\(Output.escaped(peer.displayName)) (\(peer.claimedFingerprint)) wants to send you files; "
+                            + "code \(code)")
                     Output.line("trust this peer? [y/N] ")
                     accept = (readLine() ?? "").lowercased().hasPrefix("y")
                     if accept { _ = try? store.evaluate(peer) }
                 } else if !yes {
                     Output.error(
-                        "multipeer: \(peer.displayName) wants to send a file; not a terminal, so not asked "
+                        "multipeer: \(Output.escaped(peer.displayName)) wants to send a file; not a terminal, so not asked "
                             + "(run with --yes to accept)")
                 }
                 if accept {
@@ -311,7 +312,8 @@ struct ReceiveCommand: PeerCommand {
                     }
                     if !keepGoing { return status }
                 case .peerChanged(let peer, .reconnecting, let reason):
-                    Output.line("reconnecting \(Output.escaped(peer.displayName)): \(Output.escaped(reason))")
+                    Output.line(
+                        "reconnecting \(Output.escaped(peer.displayName)): \(Output.escaped(reason.description))")
                 default:
                     break
                 }

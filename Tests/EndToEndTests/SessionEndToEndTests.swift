@@ -162,6 +162,18 @@ struct SessionEndToEndTests {
         }
     }
 
+    /// Meshes from the invitee's side: every guest invites the host, which accepts them all into its session;
+    /// the guests are introduced to each other and everyone hears everyone.
+    @Test(.requires(.netLab, .discoveryCLI)) func aMeshOfGuestsWhoAllInvitedTheHost() async throws {
+        try await withNetLab(hosts: 4) { lab in
+            let names = ["Host", "Guest1", "Guest2", "Guest3"]
+            let peers =
+                try [Self.chat(lab, host: 0, name: "Host", ["--accept", "all"])]
+                + (1..<4).map { try Self.chat(lab, host: $0, name: names[$0], ["--invite", "Host"]) }
+            try await Self.meshTraffic(lab, peers: peers, names: names, count: 20)
+        }
+    }
+
     @Test(.requires(.netLab, .discoveryCLI), arguments: [6, 16]) func aCrowdAllInvitingEachOther(size: Int) async throws
     {
         try await withNetLab(hosts: size) { lab in

@@ -778,6 +778,29 @@ struct ConnectionCoreTests {
         #expect(try #require(pair.acceptorClosed).code == .protocolViolation)
     }
 
+    @Test(arguments: ["Mal\u{7}lory", "Eve\nBob", "Ev\u{1B}[2Je", "\u{85}Eve"])
+    func aHelloWhoseDisplayNameBreaksTheRulesIsRefusedWithTheRule(name: String) throws {
+        // The same rule as for identities and gossip: a name with a control character never becomes a peer's,
+        // so no member later refuses gossip that names it.
+        let pair = CorePair(
+            dialer: TestPeers.configuration(TestPeers.ada), acceptor: TestPeers.configuration(TestPeers.bob))
+        let offer = pair.dialer.takeOutput()
+        pair.acceptor.receive(offer, now: pair.now)
+        _ = pair.acceptor.takeOutput()
+        pair.acceptor.receive(
+            try FrameEncoder().encode(
+                .hello(
+                    Frame.Hello(
+                        displayName: name, fingerprint: TestPeers.eve.fingerprint.bytes, maximumMessageLength: 1 << 20))
+            ),
+            now: pair.now)
+        pair.collect()
+        #expect(CorePair.peer(in: pair.acceptorEvents) == nil)
+        let error = try #require(pair.acceptorClosed)
+        #expect(error.code == .protocolViolation)
+        #expect(error.reason.contains("display name"), "\(error.reason)")
+    }
+
     @Test func unknownFramesDuringSetupAreIgnoredAndACodeNonceOutOfPlaceIsRefused() throws {
         // A newer minor version's frame before the hello is skipped, as PROTOCOL.md says of unknown types.
         let pair = CorePair(

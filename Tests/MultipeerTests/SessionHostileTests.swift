@@ -188,6 +188,48 @@ struct SessionHostileTests {
         await bob.shutdown()
     }
 
+    /// A member introduces peers that never join, at an address of its choice, over and over: each introducer
+    /// holds a bounded share of the table, each introduction is dialed once, and they go when the member goes,
+    /// so a later honest member still joins the mesh.
+    @Test func introductionsAreBoundedPerIntroducerDialedOnceAndLeaveWithTheirIntroducer() async throws {
+        var configuration = SessionConfiguration()
+        configuration.maximumPeers = 8
+        let alice = try await SessionNode("Alice", configuration: configuration)
+        let bob = try await SessionNode("Bob")
+        let carol = try await SessionNode("Carol")
+        for node in [alice, bob, carol] { node.acceptAll() }
+        #expect(await alice.invite(bob) == .accepted)
+        // Where the ghosts "listen": a listener that counts the dials aimed at it (each fails the identity check).
+        let sink = try await PeerListener(
+            configuration: ConnectionConfiguration(identity: try PeerIdentity.generate(displayName: "Sink")),
+            address: SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: 0), loop: alice.network.loop)
+        let mallory = try await HandDrivenPeer(try PeerIdentity.generate(displayName: "Mallory"), to: alice)
+        #expect(try await mallory.inviteAndJoin())
+        #expect(await alice.recorder.wait { $0.hasPrefix("Mallory connected") } != nil)
+        let sessionID = await alice.session.currentSessionID
+        let ghosts = (0..<48).map { index in
+            SessionWire.Member(
+                fingerprint: PeerFingerprint(bytes: [0xFF, 0xFF] + SecureRandom.bytes(30))!,
+                displayName: "Ghost\(index)", sessionID: sessionID, addresses: [sink.localAddress])
+        }
+        for _ in 0..<20 {
+            try mallory.send(.members(ghosts))
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .seconds(1))
+        // Alice dials at most her share of Mallory's ghosts once each, and Bob at most what Alice passed on.
+        let dials = sink.statistics.accepted
+        #expect(dials <= 2 * configuration.maximumPeers, "\(dials) dials at the address Mallory chose")
+        try mallory.send(.leave(reason: "left"))
+        #expect(await alice.recorder.wait { $0.hasPrefix("Mallory notConnected") } != nil)
+        #expect(await bob.invite(carol) == .accepted)
+        let meshed = await SessionMeshTests.fullyMeshed([alice, bob, carol], within: .seconds(15))
+        let view = await alice.session.connectedPeers.map(\.displayName)
+        #expect(meshed, "Alice: \(view), \(alice.recorder.states)")
+        sink.close()
+        for node in [alice, bob, carol] { await node.shutdown() }
+    }
+
     @Test func aHostileOversizedContextIsRefusedByTheDecoder() async throws {
         let bob = try await SessionNode("Bob")
         let connection = try await Self.rawConnection(to: bob)

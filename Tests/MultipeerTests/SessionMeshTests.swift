@@ -244,6 +244,45 @@ struct SessionMeshTests {
         for node in nodes { await node.shutdown() }
     }
 
+    /// Meshes from the invitee's side: each guest invites the host into the guest's own session and the host
+    /// accepts them all into its session; every guest is introduced to every other, as when the host invites.
+    @Test(arguments: [false, true], [EncryptionPreference.required, .optional, .none])
+    func everyGuestInvitingTheHostEndsFullyMeshed(atOnce: Bool, encryption: EncryptionPreference) async throws {
+        let configuration = SessionConfiguration(encryption: encryption)
+        let host = try await SessionNode("Host", configuration: configuration)
+        host.acceptAll()
+        let guests = try await (0..<4).asyncMap { try await SessionNode("Guest\($0)", configuration: configuration) }
+        for guest in guests { guest.acceptAll() }
+        if atOnce {
+            await withTaskGroup(of: InvitationOutcome.self) { group in
+                for guest in guests { group.addTask { await guest.invite(host) } }
+                for await outcome in group { #expect(outcome == .accepted) }
+            }
+        } else {
+            for guest in guests { #expect(await guest.invite(host) == .accepted) }
+        }
+        let meshed = await Self.fullyMeshed([host] + guests, within: .seconds(15))
+        let views = await guests.asyncMap { await $0.session.connectedPeers.map(\.displayName) }
+        #expect(meshed, "\(views)")
+        for node in [host] + guests { await node.shutdown() }
+    }
+
+    /// Meshes by connection data: the host connects to each guest with the data the guest gave it (Apple's
+    /// custom discovery); the guests end linked to each other too.
+    @Test func guestsConnectedByConnectionDataAreIntroducedToEachOther() async throws {
+        let host = try await SessionNode("Host")
+        let guests = try await (0..<3).asyncMap { try await SessionNode("Guest\($0)") }
+        for guest in guests {
+            let fromGuest = try await guest.session.connectionData(for: host.peer)
+            let fromHost = try await host.session.connectionData(for: guest.peer)
+            async let a = host.session.connect(guest.peer, connectionData: fromGuest, timeout: .seconds(10))
+            async let b = guest.session.connect(host.peer, connectionData: fromHost, timeout: .seconds(10))
+            #expect(await (a, b) == (.accepted, .accepted))
+        }
+        #expect(await Self.fullyMeshed([host] + guests, within: .seconds(15)))
+        for node in [host] + guests { await node.shutdown() }
+    }
+
     @Test func aSessionBeyondApplesEightPeersAndItsMaximum() async throws {
         var configuration = SessionConfiguration()
         configuration.maximumPeers = 3

@@ -144,4 +144,45 @@ extension SessionResilienceTests {
         reader.cancel()
         for node in [alice, bob, carol] { await node.shutdown() }
     }
+
+    /// A peer that comes back as a new incarnation (a restart) within the grace is never sent the receipts of the
+    /// earlier one: a stale `delivered` would confirm the new incarnation's message of the same number.
+    @Test func receiptsOfAnEarlierIncarnationAreNeverSentToTheNextOne() async throws {
+        var bobConfiguration = SessionConfiguration()
+        bobConfiguration.reconnectGrace = .zero
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob", configuration: bobConfiguration)
+        alice.acceptAll()
+        #expect(await bob.invite(alice) == .accepted)
+        // Alice's application takes a message Bob sent with a receipt; a second waits unread in her inbox.
+        let messages = alice.session.messages
+        let reader = Task {
+            var iterator = messages.makeAsyncIterator()
+            return await iterator.next()
+        }
+        try await bob.session.sendAcknowledged(Array("one".utf8), to: alice.peer)
+        _ = await reader.value
+        _ = try await bob.session.sendExpectingReceipt(Array("two".utf8), to: alice.peer)
+        try await Task.sleep(for: .milliseconds(100))
+        // Bob's process dies without a word, and comes back within Alice's grace as a new incarnation.
+        await alice.session.memberLink(bob.identity.fingerprint)?.connection.abort()
+        #expect(await alice.recorder.wait { $0.hasPrefix("Bob reconnecting") } != nil)
+        #expect(await bob.recorder.wait { $0.hasPrefix("Alice notConnected") } != nil)
+        await bob.shutdown()
+        let reborn = try await HandDrivenPeer(bob.identity, to: alice)
+        #expect(try await reborn.inviteAndJoin())
+        #expect(await waitUntil { alice.recorder.states.filter { $0.hasPrefix("Bob connected") }.count == 2 })
+        // Alice's application now takes the earlier incarnation's second message.
+        let late = Task {
+            var iterator = messages.makeAsyncIterator()
+            return await iterator.next()
+        }
+        #expect(await late.value.map { String(decoding: $0.data, as: UTF8.self) } == "two")
+        try await Task.sleep(for: .seconds(1))
+        let receipts = reborn.all.filter {
+            if case .delivered = $0 { true } else { false }
+        }
+        #expect(receipts.isEmpty, "receipts of the earlier incarnation reached the new one: \(reborn.all)")
+        await alice.shutdown()
+    }
 }

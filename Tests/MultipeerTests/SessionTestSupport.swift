@@ -112,3 +112,64 @@ func waitUntil(_ timeout: Duration = .seconds(10), _ condition: () async -> Bool
     }
     return await condition()
 }
+
+/// A peer that speaks the session's control messages by hand over a real connection, to play a member that
+/// does not follow the rules (or a restarted one): everything it receives is recorded in order.
+final class HandDrivenPeer: Sendable {
+    let identity: PeerIdentity
+    let connection: PeerConnection
+    private let received = Mutex<[SessionWire.Message]>([])
+
+    /// Connects to `node`'s listener (TLS proving `identity` unless `encryption` is `.none`).
+    init(_ identity: PeerIdentity, to node: SessionNode, encryption: EncryptionPreference = .required) async throws {
+        self.identity = identity
+        connection = try await PeerConnection.connect(
+            to: node.address, expecting: encryption == .none ? nil : node.identity.fingerprint,
+            configuration: ConnectionConfiguration(identity: identity, encryption: encryption),
+            loop: node.network.loop)
+        let connection = connection
+        Task { [self] in
+            for await raw in connection.sessionMessages {
+                guard let message = try? SessionWire.decode(raw) else { continue }
+                received.withLock { $0.append(message) }
+            }
+        }
+    }
+
+    var all: [SessionWire.Message] { received.withLock { $0 } }
+
+    func send(_ message: SessionWire.Message) throws { try connection.sendSessionMessage(SessionWire.encode(message)) }
+
+    /// Waits for a received message matching `predicate`.
+    @discardableResult
+    func wait(for timeout: Duration = .seconds(10), _ predicate: @escaping (SessionWire.Message) -> Bool) async
+        -> SessionWire.Message?
+    {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let found = all.first(where: predicate) { return found }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return all.first(where: predicate)
+    }
+
+    /// Invites the node (which must accept) and, once accepted, says what a member says first: where it listens
+    /// (nowhere: port 0) with a session of its own, and that it starts a fresh conversation.
+    func inviteAndJoin(epoch: UInt64 = .random(in: 1...UInt64.max)) async throws -> Bool {
+        let id = SecureRandom.bytes(SessionWire.idLength)
+        try send(
+            .invite(
+                id: id, timeoutMilliseconds: 10_000, serviceType: "_\(SessionNode.serviceType)._tcp", context: [],
+                encryption: .required))
+        guard
+            case .inviteAnswer(_, .accepted, _)? = await wait(
+                for: .seconds(10), { if case .inviteAnswer = $0 { true } else { false } })
+        else { return false }
+        try send(
+            .sessions(
+                listenPort: 0, current: SecureRandom.bytes(SessionWire.idLength),
+                secrets: [SecureRandom.bytes(SessionWire.idLength): SecureRandom.bytes(SessionWire.secretLength)]))
+        try send(.resume(epoch: epoch, peerEpoch: 0, received: 0))
+        return true
+    }
+}

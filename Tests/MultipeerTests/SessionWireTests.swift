@@ -25,7 +25,9 @@ struct SessionWireTests {
             SessionWire.encode(.inviteAnswer(id: Self.id, answer: .declined, reason: "no")).body
                 == Self.id + [1, 0, 2] + Array("no".utf8))
         #expect(SessionWire.encode(.leave(reason: "left")).body == [0, 4] + Array("left".utf8))
-        #expect(SessionWire.encode(.delivered(messageID: 0x0102)).body == [0, 0, 0, 0, 0, 0, 1, 2])
+        #expect(
+            SessionWire.encode(.delivered(epoch: 0x0A0B, messageID: 0x0102)).body
+                == [0, 0, 0, 0, 0, 0, 0x0A, 0x0B, 0, 0, 0, 0, 0, 0, 1, 2])
     }
 
     @Test func everyMessageRoundTrips() throws {
@@ -49,7 +51,7 @@ struct SessionWireTests {
                     ])
             ]),
             .leave(reason: "left"),
-            .delivered(messageID: .max),
+            .delivered(epoch: 7, messageID: .max),
         ]
         for message in messages {
             #expect(try SessionWire.decode(SessionWire.encode(message)) == message)

@@ -112,6 +112,14 @@ extension ConnectionError {
             line: line)
     }
 
+    static func badHelloDisplayName(_ problem: IdentityError, file: String = #fileID, line: Int = #line)
+        -> ConnectionError
+    {
+        ConnectionError(
+            code: .protocolViolation, reason: "the peer's hello has a display name that breaks the rules: \(problem)",
+            file: file, line: line)
+    }
+
     static func helloContradictsCertificate(
         claimed: PeerFingerprint, proven: PeerFingerprint, file: String = #fileID, line: Int = #line
     ) -> ConnectionError {

@@ -29,20 +29,14 @@ public final class Invitation: Sendable, CustomStringConvertible {
     let id: [UInt8]
     /// The identity and security of the advertiser's listener the invitation came through.
     let listener: PeerNetwork.ListenerKey
-    private let state = Mutex<State>(.pending)
-    private let onEnd: @Sendable () -> Void
+    private let machine = Mutex(InviteeStateMachine())
+    private let onRelease: @Sendable () -> Void
     private let timer = Mutex<SessionTimer?>(nil)
-
-    enum State: Equatable {
-        case pending
-        case answered
-        case closed(String)
-    }
 
     init(
         link: Link, id: [UInt8], context: [UInt8], timeout: Duration, serviceType: String,
         listener: PeerNetwork.ListenerKey, inviterEncryption: EncryptionPreference,
-        onEnd: @escaping @Sendable () -> Void
+        onRelease: @escaping @Sendable () -> Void
     ) {
         self.inviterEncryption = inviterEncryption
         self.link = link
@@ -54,7 +48,7 @@ public final class Invitation: Sendable, CustomStringConvertible {
         deadline = .now + timeout
         verificationCode = link.connection.verificationCode
         self.serviceType = serviceType
-        self.onEnd = onEnd
+        self.onRelease = onRelease
     }
 
     /// Sets the deadline's timer, cancelled when the invitation is answered or closed first.
@@ -64,7 +58,13 @@ public final class Invitation: Sendable, CustomStringConvertible {
     }
 
     /// Whether the invitation can still be answered.
-    public var isOpen: Bool { state.withLock { $0 == .pending } }
+    public var isOpen: Bool { machine.withLock { $0.isOpen } }
+
+    /// Why the inviter withdrew the invitation, once it did (even while it was being accepted).
+    var withdrawn: String? { machine.withLock { $0.withdrawn } }
+
+    /// Whether the connection ended.
+    var connectionEnded: Bool { machine.withLock { $0.connectionEnded } }
 
     /// The inviter's display name and context size.
     public var description: String { "invitation from \(peer) with \(context.count) bytes of context" }
@@ -72,47 +72,62 @@ public final class Invitation: Sendable, CustomStringConvertible {
     /// Accepts: the inviter joins `session`, and the two see each other connected.
     /// - Throws: ``SessionError``: `invitationClosed` when already answered, expired or withdrawn; `refused`
     ///   when the session's security rules exclude the inviter's connection (plaintext into a `.required` session,
-    ///   no group proof into a session with a group secret) or its verification hook refuses; `sessionFull`.
+    ///   no group proof into a session with a group secret, a plaintext claim to be a member that proved its key)
+    ///   or its verification hook refuses; `sessionFull`.
     public func accept(into session: Session) async throws(SessionError) {
-        try claim()
+        try claim(accepting: true)
+        defer { machine.withLock { $0.answered() } }
         try await session.acceptInvitation(self)
     }
 
     /// Declines; the inviter sees `declined` with `reason`.
     /// - Parameter reason: Why, for the inviter (at most 512 bytes are sent).
     public func decline(reason: String = "") {
-        guard (try? claim()) != nil else { return }
-        link.send(.inviteAnswer(id: id, answer: .declined, reason: reason))
-        link.close("invitation declined")
+        perform(machine.withLock { $0.decline(reason: reason) })
     }
 
     /// Marks the invitation answered, or throws why it cannot be.
-    func claim() throws(SessionError) {
-        let previous = state.withLock { state -> State in
-            defer { if state == .pending { state = .answered } }
-            return state
-        }
-        switch previous {
-        case .pending:
-            timer.withLock { $0 }?.cancel()
-            onEnd()
-        case .answered: throw SessionError(.invitationClosed, "the invitation from \(peer) was already answered")
-        case .closed(let reason): throw SessionError(.invitationClosed, "the invitation from \(peer) \(reason)")
+    func claim(accepting: Bool) throws(SessionError) {
+        switch machine.withLock({ $0.claim(accepting: accepting) }) {
+        case .success(let actions): perform(actions)
+        case .failure(.alreadyAnswered):
+            throw SessionError(.invitationClosed, "the invitation from \(peer) was already answered")
+        case .failure(.closed(let reason)):
+            throw SessionError(.invitationClosed, "the invitation from \(peer) \(reason)")
         }
     }
 
-    /// Ends an unanswered invitation (deadline, withdrawal, lost connection); false if it was answered.
-    @discardableResult
-    func close(_ reason: String) -> Bool {
-        let closed = state.withLock { state -> Bool in
-            guard state == .pending else { return false }
-            state = .closed(reason)
-            return true
+    /// Feeds an event to the invitation's state machine and performs what it says.
+    func handle(_ event: (inout InviteeStateMachine) -> [InviteeStateMachine.Action]) {
+        perform(machine.withLock { event(&$0) })
+    }
+
+    /// A control message or the connection's end, before the invitation is answered.
+    func handle(_ event: Link.Event) {
+        switch event {
+        case .message(.inviteCancel(_, let reason)):
+            link.withdrawnReason = "the inviter withdrew the invitation: \(reason)"
+            handle { $0.withdrawnByInviter(reason) }
+        case .message(.leave):
+            // The inviter left its session before the answer: the same as withdrawing the invitation.
+            link.withdrawnReason = "left"
+            handle { $0.inviterLeft() }
+        case .message:
+            handle { $0.unexpectedMessage() }
+        case .closed(let reason):
+            handle { $0.connectionClosed(reason) }
         }
-        if closed {
-            timer.withLock { $0 }?.cancel()
-            onEnd()
+    }
+
+    private func perform(_ actions: [InviteeStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .answer(let answer, let reason): link.send(.inviteAnswer(id: id, answer: answer, reason: reason))
+            case .closeLink(let reason): link.close(reason)
+            case .release:
+                timer.withLock { $0 }?.cancel()
+                onRelease()
+            }
         }
-        return closed
     }
 }

@@ -15,6 +15,8 @@ final class Link: Sendable {
     typealias Handler = @Sendable (Link, Event) async -> Void
 
     let connection: PeerConnection
+    /// The link's handle in the session's state machines (unique in the process).
+    let token: Int
     /// The peer as the session layer shows it.
     let peer: Peer
     /// Whether this side dialed the connection.
@@ -25,8 +27,6 @@ final class Link: Sendable {
         var handler: Handler?
         var started = false
         var linkID: [UInt8] = []
-        var listenPort: UInt16?
-        var sessionID: [UInt8]?
         /// Why the connection ended, once the reader saw it end.
         var closedReason: String?
         var generation = 0
@@ -34,8 +34,11 @@ final class Link: Sendable {
         var withdrawnReason: String?
     }
 
+    private static let tokens = Atomic<Int>(0)
+
     init(connection: PeerConnection, isDialer: Bool, linkID: [UInt8] = []) {
         self.connection = connection
+        token = Self.tokens.add(1, ordering: .relaxed).newValue
         peer = Peer(connection.peer)
         self.isDialer = isDialer
         state = Mutex(State(linkID: linkID))
@@ -54,18 +57,6 @@ final class Link: Sendable {
     var withdrawnReason: String? {
         get { state.withLock { $0.withdrawnReason } }
         set { state.withLock { $0.withdrawnReason = newValue } }
-    }
-
-    /// The port the peer said it listens on, once its `sessions` message arrived.
-    var listenPort: UInt16? {
-        get { state.withLock { $0.listenPort } }
-        set { state.withLock { $0.listenPort = newValue } }
-    }
-
-    /// The peer's current session identifier, once its `sessions` message arrived.
-    var sessionID: [UInt8]? {
-        get { state.withLock { $0.sessionID } }
-        set { state.withLock { $0.sessionID = newValue } }
     }
 
     /// The conversation generation this link carries, once it is a member link.
@@ -140,15 +131,9 @@ final class Link: Sendable {
     }
 
     /// Closes gracefully with a reason the peer sees (after what is queued).
-    func close(_ reason: String) {
+    func close(_ reason: String, code: UInt32 = 0) {
         let connection = connection
-        Task { _ = await connection.close(code: 0, reason: reason) }
-    }
-
-    /// The address to tell others for this peer: the address it is connected from, with its listening port.
-    var announcedAddress: SocketAddress? {
-        guard let port = listenPort, port != 0 else { return nil }
-        return SocketAddress(connection.remoteAddress.address, port: port, scopeID: connection.remoteAddress.scopeID)
+        Task { _ = await connection.close(code: code, reason: reason) }
     }
 
     /// A connection's end as a reason a person reads: the peer's own words for a graceful close.

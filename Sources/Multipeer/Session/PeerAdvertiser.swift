@@ -198,30 +198,11 @@ public final class PeerAdvertiser: Sendable {
         let loop = network.loop
         invitation.attach(
             SessionTimer(after: timeout, on: loop) { [weak self] in
-                guard invitation.close("expired: no answer within \(timeout)") else { return }
+                guard invitation.isOpen else { return }
                 self?.state.withLock { $0.statistics.expired += 1 }
-                link.send(.inviteAnswer(id: id, answer: .timedOut, reason: "no answer within \(timeout)"))
-                link.close("invitation expired")
+                invitation.handle { $0.deadlinePassed(timeout: timeout) }
             })
-        link.setHandler { link, event in
-            switch event {
-            case .message(.inviteCancel(_, let reason)):
-                link.withdrawnReason = "the inviter withdrew the invitation: \(reason)"
-                invitation.close("was withdrawn by the inviter: \(reason)")
-                link.close("invitation withdrawn")
-            case .message(.leave):
-                // The inviter left its session before the answer: the same as withdrawing the invitation.
-                link.withdrawnReason = "left"
-                invitation.close("was withdrawn: the inviter left")
-                link.close("the inviter left")
-            case .message:
-                // Nothing else is expected before the answer; a peer that sends it is not following the protocol.
-                invitation.close("ended: the inviter broke the protocol")
-                link.close("unexpected control message before the invitation was answered")
-            case .closed(let reason):
-                invitation.close("ended: \(reason)")
-            }
-        }
+        link.setHandler { _, event in invitation.handle(event) }
         // A crossing invitation: the lower identity's proceeds, so hold this one while ours to the peer is
         // under way, and answer it from what ours became.
         let network = network
@@ -230,10 +211,9 @@ public final class PeerAdvertiser: Sendable {
             await network.waitForOutgoing(from: me, to: peer)
         }
         if await network.isMember(peer, of: me) {
-            guard (try? invitation.claim()) != nil else { return }
+            guard invitation.isOpen else { return }
             state.withLock { $0.statistics.alreadyConnected += 1 }
-            link.send(.inviteAnswer(id: id, answer: .alreadyConnected, reason: "already connected"))
-            return link.close("already connected")
+            return invitation.handle { $0.alreadyConnected() }
         }
         guard invitation.isOpen else { return }
         let unread: String
@@ -244,10 +224,7 @@ public final class PeerAdvertiser: Sendable {
         case .terminated: unread = "the peer stopped advertising"
         default: unread = "busy: too many unread invitations"
         }
-        if invitation.close("was refused: \(unread)") {
-            link.send(.inviteAnswer(id: id, answer: .refused, reason: unread))
-            link.close("invitation refused")
-        }
+        invitation.handle { $0.refuse(unread) }
     }
 
     private func release(_ peer: PeerFingerprint) {

@@ -25,14 +25,14 @@ public enum PeerState: Int, Sendable, Hashable, CustomStringConvertible {
 
 /// What a session reports, in order.
 public enum SessionEvent: Sendable {
-    /// A peer's state changed; the reason says why (`invited`, `introduced by Bob`, `accepted`, `left`,
-    /// `connection lost: ...`, `declined: busy`...).
-    case peerChanged(Peer, PeerState, reason: String)
+    /// A peer's state changed; the reason says why: a code to switch on and a sentence (`inviting`,
+    /// `introduced by Bob`, `accepted the invitation`, `left`, `connection lost: ...`, `declined: busy`...).
+    case peerChanged(Peer, PeerState, reason: SessionReason)
     /// A peer opened a byte stream to us.
     case stream(PeerStream, from: Peer)
     /// Reliable messages to a peer that will never arrive (the peer left, or was not back within the
     /// reconnection grace, or restarted), by the sequence numbers their `send` returned.
-    case undelivered(Peer, [UInt64], reason: String)
+    case undelivered(Peer, [UInt64], reason: SessionReason)
     /// A member started sending us a resource (Apple's `didStartReceivingResourceWithName`).
     case resourceStarted(IncomingResource)
     /// A resource arrived, verified, at the file URL in the session's resource folder, or failed with the
@@ -74,20 +74,18 @@ public enum SendResult: Sendable, Hashable {
 /// A reliable message queued with ``Session/sendExpectingReceipt(_:to:)``: wait for its receipt with
 /// ``delivered()``.
 public struct PendingDelivery: Sendable {
-    let session: Session
     /// The peer it goes to.
     public let peer: Peer
-    let key: Session.AckKey
+    /// The message's number (as `send` returns it).
+    public let sequence: UInt64
     let conversation: Conversation
 
-    /// The message's number (as `send` returns it).
-    public var sequence: UInt64 { key.sequence }
-
-    /// Returns once the peer's session has taken the message from the connection (its application is handed it
-    /// in order after everything sent before). Call it once.
+    /// Returns once the peer's application has taken the message from its session's `messages` (it is handed the
+    /// messages in order, after everything sent before). Call it once.
     /// - Throws: ``SessionError`` `notConnected` when the peer left first (or was not back within the reconnection
-    ///   grace), `cancelled` when this session disconnected, `invalidParameter` when already waiting.
+    ///   grace, or restarted), `cancelled` when this session disconnected or the calling task was cancelled,
+    ///   `invalidParameter` when already waiting.
     public func delivered() async throws(SessionError) {
-        try await session.awaitReceipt(key, peer: peer, conversation: conversation)
+        try await conversation.awaitReceipt(sequence)
     }
 }

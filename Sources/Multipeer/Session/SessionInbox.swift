@@ -3,6 +3,9 @@ internal import Synchronization
 /// The session's received messages: one queue for every member's link, bounded in messages and bytes. A
 /// link's reader waits while the queue is full, so a slow application holds the senders back through the
 /// connections' flow control instead of growing memory.
+///
+/// The application's iterators take up to ``batchLimit`` messages at a time (one lock and at most one wake-up for
+/// all of them) and give back what they did not hand out when they are dropped.
 final class SessionInbox: Sendable {
     struct Entry: Sendable {
         let message: ReceivedMessage
@@ -10,13 +13,45 @@ final class SessionInbox: Sendable {
         let onTaken: (@Sendable () -> Void)?
     }
 
+    /// The most messages an iterator takes at once: a reader that stops early gives them back, so this bounds only
+    /// how far past the inbox's limits one iterator can hold messages.
+    static let batchLimit = 64
+
     private struct State {
         var queue: [Entry] = []
         var head = 0
         var bytes = 0
         var finished = false
-        var consumers: [CheckedContinuation<Entry?, Never>] = []
+        var consumers: [Int: CheckedContinuation<[Entry], Never>] = [:]
+        var consumerOrder: [Int] = []
+        var nextConsumer = 0
         var producers: [CheckedContinuation<Void, Never>] = []
+
+        var count: Int { queue.count - head }
+
+        mutating func take(upTo limit: Int) -> [Entry] {
+            let taken = min(limit, count)
+            guard taken > 0 else { return [] }
+            let batch = Array(queue[head..<head + taken])
+            head += taken
+            for entry in batch { bytes -= entry.message.data.count }
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: queue.count <= 4096)
+                head = 0
+            } else if head > 64, head * 2 > queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+            return batch
+        }
+
+        mutating func firstConsumer() -> CheckedContinuation<[Entry], Never>? {
+            while let id = consumerOrder.first {
+                consumerOrder.removeFirst()
+                if let consumer = consumers.removeValue(forKey: id) { return consumer }
+            }
+            return nil
+        }
     }
 
     let messageLimit: Int
@@ -31,13 +66,14 @@ final class SessionInbox: Sendable {
     /// Adds a message, waiting while the queue is full; drops it if the inbox is finished.
     func push(_ entry: Entry) async {
         while true {
-            enum Step { case delivered(CheckedContinuation<Entry?, Never>), queued, full, dropped }
+            enum Step { case delivered(CheckedContinuation<[Entry], Never>), queued, full, dropped }
             let step = state.withLock { state -> Step in
                 if state.finished { return .dropped }
-                if !state.consumers.isEmpty { return .delivered(state.consumers.removeFirst()) }
-                let count = state.queue.count - state.head
+                if state.count == 0, let consumer = state.firstConsumer() { return .delivered(consumer) }
                 // Always admit one message, however large, so a message bigger than the byte limit still passes.
-                guard count == 0 || (count < messageLimit && state.bytes + entry.message.data.count <= byteLimit)
+                guard
+                    state.count == 0
+                        || (state.count < messageLimit && state.bytes + entry.message.data.count <= byteLimit)
                 else { return .full }
                 state.queue.append(entry)
                 state.bytes += entry.message.data.count
@@ -45,15 +81,14 @@ final class SessionInbox: Sendable {
             }
             switch step {
             case .delivered(let consumer):
-                consumer.resume(returning: entry)
+                consumer.resume(returning: [entry])
                 return
             case .queued, .dropped:
                 return
             case .full:
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state -> Bool in
-                        let count = state.queue.count - state.head
-                        if state.finished || count < messageLimit && state.bytes < byteLimit { return true }
+                        if state.finished || state.count < messageLimit && state.bytes < byteLimit { return true }
                         state.producers.append(continuation)
                         return false
                     }
@@ -63,42 +98,79 @@ final class SessionInbox: Sendable {
         }
     }
 
-    /// The next message, waiting for one; nil once finished and drained. Several readers take turns.
-    func next() async -> Entry? {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Entry?, Never>) in
-            let (ready, wake) = state.withLock { state -> (Entry??, [CheckedContinuation<Void, Never>]) in
-                if state.head < state.queue.count {
-                    let entry = state.queue[state.head]
-                    state.head += 1
-                    state.bytes -= entry.message.data.count
-                    if state.head > 64 && state.head * 2 > state.queue.count {
-                        state.queue.removeFirst(state.head)
-                        state.head = 0
+    /// Up to `limit` messages, waiting for at least one; empty once finished and drained, or when the waiting task
+    /// is cancelled. Several readers take turns.
+    func next(upTo limit: Int) async -> [Entry] {
+        let id = state.withLock { state in
+            defer { state.nextConsumer += 1 }
+            return state.nextConsumer
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<[Entry], Never>) in
+                let (ready, wake) = state.withLock { state -> ([Entry]?, [CheckedContinuation<Void, Never>]) in
+                    if state.count > 0 {
+                        let batch = state.take(upTo: limit)
+                        defer { state.producers = [] }
+                        return (batch, state.producers)
                     }
-                    let wake = state.producers
-                    state.producers = []
-                    return (.some(entry), wake)
+                    if state.finished || Task.isCancelled { return ([], []) }
+                    state.consumers[id] = continuation
+                    state.consumerOrder.append(id)
+                    return (nil, [])
                 }
-                if state.finished { return (.some(nil), []) }
-                state.consumers.append(continuation)
-                return (nil, [])
+                for producer in wake { producer.resume() }
+                if let ready { continuation.resume(returning: ready) }
             }
-            for producer in wake { producer.resume() }
-            if let ready { continuation.resume(returning: ready) }
+        } onCancel: {
+            let consumer = state.withLock { $0.consumers.removeValue(forKey: id) }
+            consumer?.resume(returning: [])
         }
     }
 
-    /// Ends the inbox: waiting producers drop their messages, the consumer gets what is queued, then nil.
+    /// Messages an iterator took and did not hand out: back to the front of the queue.
+    func giveBack(_ entries: ArraySlice<Entry>) {
+        guard !entries.isEmpty else { return }
+        let consumer = state.withLock { state -> CheckedContinuation<[Entry], Never>? in
+            if let consumer = state.firstConsumer() { return consumer }
+            state.queue.replaceSubrange(state.head..<state.head, with: entries)
+            for entry in entries { state.bytes += entry.message.data.count }
+            return nil
+        }
+        consumer?.resume(returning: Array(entries))
+    }
+
+    /// Ends the inbox: waiting producers drop their messages, the consumers get what is queued, then nothing.
     func finish() {
         let (consumers, producers) = state.withLock { state in
             state.finished = true
             defer {
-                state.consumers = []
+                state.consumers = [:]
+                state.consumerOrder = []
                 state.producers = []
             }
-            return (state.consumers, state.producers)
+            return (Array(state.consumers.values), state.producers)
         }
-        for consumer in consumers { consumer.resume(returning: nil) }
+        for consumer in consumers { consumer.resume(returning: []) }
         for producer in producers { producer.resume() }
     }
+}
+
+/// Messages an iterator took from the inbox in one go; what it has not handed out when it is released goes back.
+final class TakenEntries {
+    private let inbox: SessionInbox
+    private var entries: [SessionInbox.Entry]
+    private var index = 0
+
+    init(inbox: SessionInbox, entries: [SessionInbox.Entry]) {
+        self.inbox = inbox
+        self.entries = entries
+    }
+
+    func next() -> SessionInbox.Entry? {
+        guard index < entries.count else { return nil }
+        defer { index += 1 }
+        return entries[index]
+    }
+
+    deinit { inbox.giveBack(entries[index...]) }
 }

@@ -46,4 +46,36 @@ final class SessionTimer: Sendable {
         if let id { _ = loop.execute { self.loop.cancelTimer(id) } }
         return wasPending
     }
+
+    /// Waits `delay` on the loop's clock (a manual clock in tests); returns false at once when the waiting task is
+    /// cancelled (or was already).
+    static func sleep(for delay: Duration, on loop: EventLoop) async -> Bool {
+        let waiter = Mutex<(continuation: CheckedContinuation<Bool, Never>?, done: Bool)>((nil, false))
+        let timer = Mutex<SessionTimer?>(nil)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let cancelled = waiter.withLock { state -> Bool in
+                    if state.done { return true }
+                    state.continuation = continuation
+                    return false
+                }
+                if cancelled { return continuation.resume(returning: false) }
+                let made = SessionTimer(after: delay, on: loop) {
+                    let ready = waiter.withLock { state -> CheckedContinuation<Bool, Never>? in
+                        defer { state = (nil, true) }
+                        return state.continuation
+                    }
+                    ready?.resume(returning: true)
+                }
+                timer.withLock { $0 = made }
+            }
+        } onCancel: {
+            let ready = waiter.withLock { state -> CheckedContinuation<Bool, Never>? in
+                defer { state = (nil, true) }
+                return state.continuation
+            }
+            timer.withLock { $0 }?.cancel()
+            ready?.resume(returning: false)
+        }
+    }
 }

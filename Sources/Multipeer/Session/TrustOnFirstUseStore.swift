@@ -7,7 +7,8 @@ internal import Synchronization
 /// Use ``verify(_:)`` as a session's ``SessionConfiguration/verifyPeer``. Every verdict other than `known` is
 /// also reported on ``reports``, so an application can show "Alice's identity CHANGED" instead of a quiet
 /// refusal. With a file, what was learnt survives restarts (written atomically, mode 0600, one
-/// `FINGERPRINT NAME` line per peer).
+/// `FINGERPRINT NAME` line per peer; only names that follow the ``DisplayName`` rules are judged and written, and a
+/// file with any other line is refused when read, so no name can make the file say what it did not).
 public final class TrustOnFirstUseStore: Sendable {
     /// What the store concluded about a peer.
     public enum Verdict: Sendable, Hashable {
@@ -68,7 +69,12 @@ public final class TrustOnFirstUseStore: Sendable {
             for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
                 guard let space = line.firstIndex(of: " "), let fingerprint = PeerFingerprint(String(line[..<space]))
                 else { throw .fileMalformed(path: path, detail: "a line is not 'FINGERPRINT NAME'") }
-                loaded[String(line[line.index(after: space)...])] = fingerprint
+                let name = String(line[line.index(after: space)...])
+                // Only names that follow the display-name rules are ever written: anything else was not.
+                guard (try? DisplayName.validate(name)) != nil else {
+                    throw .fileMalformed(path: path, detail: "a name breaks the display-name rules")
+                }
+                loaded[name] = fingerprint
             }
         }
         entries = Mutex(loaded)
@@ -86,7 +92,10 @@ public final class TrustOnFirstUseStore: Sendable {
     }
 
     /// Judges a peer, remembering a first use.
+    /// - Throws: ``IdentityError`` when the peer's display name breaks the ``DisplayName`` rules (such a name is never
+    ///   remembered: a line break in it would read back as another entry), or when the file cannot be saved.
     public func evaluate(_ peer: Peer) throws(IdentityError) -> Verdict {
+        try DisplayName.validate(peer.displayName)
         guard let fingerprint = peer.fingerprint else { return .unauthenticated }
         let verdict = entries.withLock { entries -> Verdict in
             switch entries[peer.displayName] {
@@ -104,6 +113,9 @@ public final class TrustOnFirstUseStore: Sendable {
     /// The verification hook: accepts first uses and known peers, refuses changed identities (and plaintext
     /// peers unless allowed), reporting every verdict but `known` on ``reports``.
     @Sendable public func verify(_ request: PeerVerificationRequest) async -> VerificationDecision {
+        if let problem = Self.nameProblem(request.peer.displayName) {
+            return .refuse(reason: "the peer's display name breaks the rules: \(problem)")
+        }
         let verdict: Verdict
         do {
             verdict = try evaluate(request.peer)
@@ -116,6 +128,15 @@ public final class TrustOnFirstUseStore: Sendable {
         case .firstUse, .known: return .accept
         case .unauthenticated: return allowUnauthenticated ? .accept : .refuse(reason: report.description)
         case .changed: return .refuse(reason: report.description)
+        }
+    }
+
+    private static func nameProblem(_ name: String) -> IdentityError? {
+        do {
+            try DisplayName.validate(name)
+            return nil
+        } catch {
+            return error
         }
     }
 

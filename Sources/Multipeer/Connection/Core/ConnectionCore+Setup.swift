@@ -157,6 +157,13 @@ extension ConnectionCore {
         guard let claimed = PeerFingerprint(bytes: hello.fingerprint) else {
             throw .badHelloFingerprint(length: hello.fingerprint.count)
         }
+        // The rule every display name follows (identities, gossip, trust stores): a name with a control character
+        // never becomes a peer's, so no member later refuses gossip that names it, and no log or terminal shows it.
+        do {
+            try DisplayName.validate(hello.displayName)
+        } catch {
+            throw .badHelloDisplayName(error)
+        }
         let proven = record.authenticatedPeer
         if let proven, proven != claimed { throw .helloContradictsCertificate(claimed: claimed, proven: proven) }
         // A dialer expecting someone never gets this far in plaintext (the preamble refused it); kept so the rule

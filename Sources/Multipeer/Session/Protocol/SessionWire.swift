@@ -83,8 +83,10 @@ enum SessionWire {
         case sessions(listenPort: UInt16, current: [UInt8], secrets: [[UInt8]: [UInt8]])
         case members([Member])
         case leave(reason: String)
-        /// The receiving application took the numbered message `messageID` (its sequence number).
-        case delivered(messageID: UInt64)
+        /// The receiving application took the numbered message `messageID` (its sequence number) of the
+        /// conversation in which the receiver's epoch was `epoch`, so a receipt never confirms a message of another
+        /// incarnation.
+        case delivered(epoch: UInt64, messageID: UInt64)
         /// Sent on every new member link: the sender's conversation epoch, the epoch it knows of the receiver's
         /// (0 for none), and the last sequence number it received in order under that epoch.
         case resume(epoch: UInt64, peerEpoch: UInt64, received: UInt64)
@@ -163,8 +165,9 @@ enum SessionWire {
         case .leave(let reason):
             kind = .leave
             w.text(reason)
-        case .delivered(let id):
+        case .delivered(let epoch, let id):
             kind = .delivered
+            w.u64(epoch)
             w.u64(id)
         case .resume(let epoch, let peerEpoch, let received):
             kind = .resume
@@ -278,7 +281,7 @@ enum SessionWire {
         case .leave:
             decoded = .leave(reason: try r.text("reason"))
         case .delivered:
-            decoded = .delivered(messageID: try r.u64("message id"))
+            decoded = .delivered(epoch: try r.u64("epoch"), messageID: try r.u64("message id"))
         case .resume:
             decoded = .resume(
                 epoch: try r.u64("epoch"), peerEpoch: try r.u64("peer epoch"), received: try r.u64("received"))

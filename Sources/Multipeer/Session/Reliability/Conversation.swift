@@ -1,0 +1,308 @@
+internal import Synchronization
+
+/// What two members owe each other across links (``ReliabilityStateMachine``), shared by the tasks that use it:
+/// senders (any task, through ``Session/send(_:to:mode:)``), the current link's writer and reader, and the tasks
+/// waiting for room or for receipts.
+///
+/// A send writes its frame in place when the link's writer is idle (the common case: no thread is woken for it);
+/// the writer task takes over, in order, when the connection's buffer is full. Every wait ends when its task is
+/// cancelled.
+final class Conversation: Sendable {
+    typealias Entry = ReliabilityStateMachine.Entry
+
+    private struct State {
+        var machine: ReliabilityStateMachine
+        /// The member link messages go out on, while there is one.
+        var link: Link?
+        /// The longest message the last link's peer accepts.
+        var messageLimit: Int?
+        var writer: CheckedContinuation<Entry?, Never>?
+        var spaceWaiters: [Int: CheckedContinuation<SessionError?, Never>] = [:]
+        var receiptWaiters: [UInt64: (id: Int, continuation: CheckedContinuation<SessionError?, Never>)] = [:]
+        var deliveryWaiters: [(generation: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var nextWaiter = 0
+    }
+
+    private let state: Mutex<State>
+    /// The peer, for errors.
+    let peerName: String
+
+    init(byteLimit: Int, peerName: String) {
+        state = Mutex(State(machine: ReliabilityStateMachine(byteLimit: byteLimit)))
+        self.peerName = peerName
+    }
+
+    var myEpoch: UInt64 { state.withLock { $0.machine.myEpoch } }
+    var peerEpoch: UInt64 { state.withLock { $0.machine.peerEpoch } }
+    /// The last sequence number received in order from the peer.
+    var received: UInt64 { state.withLock { $0.machine.received } }
+    var generation: Int { state.withLock { $0.machine.generation } }
+    /// Messages sent and not yet acknowledged.
+    var pendingCount: Int { state.withLock { $0.machine.pendingCount } }
+    /// The longest message the peer accepts, as its last link announced.
+    var messageLimit: Int? { state.withLock { $0.messageLimit } }
+    /// The current member link.
+    var link: Link? { state.withLock { $0.link } }
+
+    // MARK: Sending
+
+    /// Numbers a message and keeps it, writing it at once when the link's writer is idle; nil when the replay
+    /// buffer is full.
+    func trySend(_ data: [UInt8], receipt: Bool) -> Result<UInt64, SessionError>? {
+        let (result, handOff) = state.withLock {
+            state -> (Result<UInt64, SessionError>?, (CheckedContinuation<Entry?, Never>, Entry)?) in
+            if let limit = state.messageLimit, data.count + ReliabilityStateMachine.Tag.headerLength > limit {
+                return (.failure(Self.tooLong(data.count, limit: limit, peer: peerName)), nil)
+            }
+            switch state.machine.enqueue(data, receipt: receipt) {
+            case .failed(let error): return (.failure(error), nil)
+            case .full: return (nil, nil)
+            case .queued(let sequence, let write):
+                guard write else { return (.success(sequence), nil) }
+                // In place, under the lock: two senders cannot write out of order.
+                if let connection = state.link?.connection, let frame = state.machine.lastQueuedFrame {
+                    do throws(ConnectionError) {
+                        try connection.trySend(frame)
+                        return (.success(sequence), nil)
+                    } catch {
+                        // Full (or closing): the writer takes it; a closed link's entry is written on the next one.
+                        if case .sendBufferFull = error.code, let entry = state.machine.handToWriter(),
+                            let writer = state.writer
+                        {
+                            state.writer = nil
+                            return (.success(sequence), (writer, entry))
+                        }
+                    }
+                }
+                return (.success(sequence), nil)
+            }
+        }
+        if let (writer, entry) = handOff { writer.resume(returning: entry) }
+        return result
+    }
+
+    static func tooLong(_ count: Int, limit: Int, peer: String) -> SessionError {
+        SessionError(
+            .invalidParameter,
+            "a message of \(count) bytes is longer than \(peer) accepts (\(limit - ReliabilityStateMachine.Tag.headerLength)); "
+                + "send larger data as a stream or a resource")
+    }
+
+    /// Numbers a message and keeps it; waits while the replay buffer is full.
+    /// - Returns: The sequence number, or the failure that ended the conversation (`cancelled` when the waiting
+    ///   task was).
+    func send(_ data: [UInt8], receipt: Bool) async -> Result<UInt64, SessionError> {
+        while true {
+            if let result = trySend(data, receipt: receipt) { return result }
+            if let failure = await waitForRoom(data.count) { return .failure(failure) }
+        }
+    }
+
+    private func waitForRoom(_ count: Int) async -> SessionError? {
+        let id = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<SessionError?, Never>) in
+                let now = state.withLock { state -> SessionError?? in
+                    if let failure = state.machine.failure { return .some(failure) }
+                    if Task.isCancelled { return .some(SessionError(.cancelled, "the send was cancelled")) }
+                    if state.machine.hasRoom(for: count) { return .some(nil) }
+                    state.spaceWaiters[id] = continuation
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.spaceWaiters.removeValue(forKey: id) }
+            waiter?.resume(returning: SessionError(.cancelled, "the send was cancelled"))
+        }
+    }
+
+    /// The next entry the writer of `generation`'s link writes, in order, waiting for one; nil once that link is
+    /// replaced or the conversation ended.
+    func nextToWrite(generation: Int) async -> Entry? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Entry?, Never>) in
+            let ready = state.withLock { state -> Entry?? in
+                switch state.machine.nextToWrite(generation: generation) {
+                case .write(let entry): return .some(entry)
+                case .stop: return .some(nil)
+                case .wait:
+                    state.writer = continuation
+                    return nil
+                }
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// A new member link: the old link's writer and readers stop; nothing numbered is written until the peer's
+    /// `resume`. Returns the new generation.
+    func switchLink(to link: Link) -> Int {
+        let (generation, writer) = state.withLock { state -> (Int, CheckedContinuation<Entry?, Never>?) in
+            state.link = link
+            state.messageLimit = link.connection.peer.maximumMessageLength
+            defer { state.writer = nil }
+            return (state.machine.switchLink(), state.writer)
+        }
+        writer?.resume(returning: nil)
+        return generation
+    }
+
+    /// The member link of `generation` ended: nothing goes out until the next one.
+    func linkEnded(generation: Int) {
+        state.withLock { state in
+            if state.machine.generation == generation { state.link = nil }
+        }
+    }
+
+    /// The peer's `resume` arrived on the link of `generation`.
+    func resume(epoch: UInt64, knowsOurEpoch: Bool, peerReceived: UInt64, generation: Int)
+        -> ReliabilityStateMachine.Resumed
+    {
+        let (resumed, wake) = state.withLock { state in
+            let resumed = state.machine.resume(
+                epoch: epoch, knowsOurEpoch: knowsOurEpoch, peerReceived: peerReceived, generation: generation)
+            var wake = Array(state.spaceWaiters.values)
+            state.spaceWaiters = [:]
+            if resumed.newIncarnation {
+                let failure = SessionError(.notConnected, "\(peerName) restarted and lost them")
+                for waiter in state.receiptWaiters.values { waiter.continuation.resume(returning: failure) }
+                state.receiptWaiters = [:]
+            }
+            return (resumed, wake)
+        }
+        for waiter in wake { waiter.resume(returning: nil) }
+        if let link = self.link {
+            let epoch = peerEpoch
+            for sequence in resumed.receipts { link.send(.delivered(epoch: epoch, messageID: sequence)) }
+        }
+        return resumed
+    }
+
+    /// The peer has every message up to `sequence`.
+    func acknowledge(upTo sequence: UInt64) {
+        let wake = state.withLock { state -> [CheckedContinuation<SessionError?, Never>] in
+            guard state.machine.acknowledge(upTo: sequence) else { return [] }
+            defer { state.spaceWaiters = [:] }
+            return Array(state.spaceWaiters.values)
+        }
+        for waiter in wake { waiter.resume(returning: nil) }
+    }
+
+    /// Ends the conversation: every waiting sender and receipt waiter fails with `failure`.
+    /// - Returns: The sequence numbers never acknowledged.
+    func fail(_ failure: SessionError) -> [UInt64] {
+        let (lost, waiters, writer) = state.withLock {
+            state -> ([UInt64], [CheckedContinuation<SessionError?, Never>], CheckedContinuation<Entry?, Never>?) in
+            let lost = state.machine.fail(failure)
+            let waiters = Array(state.spaceWaiters.values) + state.receiptWaiters.values.map(\.continuation)
+            state.spaceWaiters = [:]
+            state.receiptWaiters = [:]
+            state.link = nil
+            defer { state.writer = nil }
+            return (lost, waiters, state.writer)
+        }
+        for waiter in waiters { waiter.resume(returning: failure) }
+        writer?.resume(returning: nil)
+        return lost
+    }
+
+    // MARK: Receiving
+
+    /// Classifies a numbered message read from the link of `generation`.
+    func arrival(of sequence: UInt64, generation: Int) -> ReliabilityStateMachine.Arrival {
+        state.withLock { $0.machine.arrival(of: sequence, generation: generation) }
+    }
+
+    /// A delivered message reached the inbox: returns what became due.
+    func delivered(generation: Int, bytes: Int) -> ReliabilityStateMachine.Delivered {
+        let (result, wake) = state.withLock {
+            state -> (ReliabilityStateMachine.Delivered, [CheckedContinuation<Void, Never>]) in
+            let result = state.machine.delivered(generation: generation, bytes: bytes)
+            guard result.olderDeliveriesDone else { return (result, []) }
+            var wake: [CheckedContinuation<Void, Never>] = []
+            state.deliveryWaiters.removeAll { waiter in
+                guard state.machine.olderDeliveriesDone(before: waiter.generation) else { return false }
+                wake.append(waiter.continuation)
+                return true
+            }
+            return (result, wake)
+        }
+        for waiter in wake { waiter.resume() }
+        return result
+    }
+
+    /// The flush timer fired: the acknowledgement to send, if anything is unconfirmed on `generation`'s link.
+    func flush(generation: Int) -> UInt64? { state.withLock { $0.machine.flush(generation: generation) } }
+
+    /// Waits until no message read from an older link is still on its way into the inbox, so the new link's
+    /// messages cannot overtake it.
+    func waitForOlderDeliveries(generation: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.machine.olderDeliveriesDone(before: generation) { return true }
+                state.deliveryWaiters.append((generation, continuation))
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    // MARK: Receipts
+
+    /// The application took the peer's message `sequence` (arrived under the peer's `epoch` for us): its receipt
+    /// goes out now on the member link, or after the next resume of the same incarnation.
+    func taken(_ sequence: UInt64, epoch: UInt64) {
+        let link = state.withLock { state -> Link? in
+            state.machine.taken(sequence, epoch: epoch) ? state.link : nil
+        }
+        link?.send(.delivered(epoch: epoch, messageID: sequence))
+    }
+
+    /// A receipt from the peer.
+    func receipt(_ sequence: UInt64, epoch: UInt64) {
+        let waiter = state.withLock { state -> CheckedContinuation<SessionError?, Never>? in
+            let waited = state.receiptWaiters[sequence] != nil
+            guard case .resolve = state.machine.receipt(sequence, epoch: epoch, waited: waited) else { return nil }
+            return state.receiptWaiters.removeValue(forKey: sequence)?.continuation
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// Waits for the receipt of our message `sequence`.
+    /// - Throws: ``SessionError``: `notConnected` when the conversation ends first (or the peer restarted),
+    ///   `cancelled` when the waiting task is, `invalidParameter` when someone already waits for it.
+    func awaitReceipt(_ sequence: UInt64) async throws(SessionError) {
+        let id = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        let failure = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<SessionError?, Never>) in
+                let now = state.withLock { state -> SessionError?? in
+                    if let failure = state.machine.failure { return .some(failure) }
+                    if Task.isCancelled {
+                        return .some(SessionError(.cancelled, "the wait for the receipt was cancelled"))
+                    }
+                    if state.receiptWaiters[sequence] != nil {
+                        return .some(
+                            SessionError(.invalidParameter, "already waiting for the receipt of message \(sequence)"))
+                    }
+                    if state.machine.awaitReceipt(sequence) == .arrived { return .some(nil) }
+                    state.receiptWaiters[sequence] = (id, continuation)
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<SessionError?, Never>? in
+                guard state.receiptWaiters[sequence]?.id == id else { return nil }
+                return state.receiptWaiters.removeValue(forKey: sequence)?.continuation
+            }
+            waiter?.resume(returning: SessionError(.cancelled, "the wait for the receipt was cancelled"))
+        }
+        if let failure { throw failure }
+    }
+}

@@ -1,0 +1,225 @@
+internal import MultipeerIO
+internal import Synchronization
+
+// The message path: sends write in place on the member's link without entering the actor; each link's reader runs
+// on its connection's event loop and hands messages to the inbox, whose readers take them in batches.
+
+extension Session {
+    /// The received messages as an `AsyncSequence`.
+    public struct Messages: AsyncSequence, Sendable {
+        let inbox: SessionInbox
+
+        /// Makes the iterator.
+        public func makeAsyncIterator() -> Iterator { Iterator(inbox: inbox) }
+
+        /// Takes messages from the session, up to 64 at a time (given back, when the iterator is dropped, if not
+        /// handed out).
+        public struct Iterator: AsyncIteratorProtocol {
+            let inbox: SessionInbox
+            private var batch: TakenEntries?
+
+            init(inbox: SessionInbox) { self.inbox = inbox }
+
+            /// The next message, or nil once the session disconnected and every message was read, or when the
+            /// calling task is cancelled.
+            public mutating func next() async -> ReceivedMessage? {
+                if let entry = batch?.next() {
+                    entry.onTaken?()
+                    return entry.message
+                }
+                batch = nil
+                let entries = await inbox.next(upTo: SessionInbox.batchLimit)
+                guard !entries.isEmpty else { return nil }
+                let taken = TakenEntries(inbox: inbox, entries: entries)
+                batch = taken
+                guard let entry = taken.next() else { return nil }
+                entry.onTaken?()
+                return entry.message
+            }
+        }
+    }
+
+    /// The messages members send, in each sender's order; ends when the session disconnects. Several readers
+    /// share them (each message goes to one).
+    public nonisolated var messages: Messages { Messages(inbox: inbox) }
+
+    // MARK: Sending
+
+    /// Sends a message to each of `peers`.
+    ///
+    /// `.reliable` messages are numbered per peer and kept until the peer confirms it has them: they arrive
+    /// exactly once and in order, across a dropped and re-established link too, or are reported
+    /// ``SessionEvent/undelivered(_:_:reason:)`` by the numbers returned here. The call waits while
+    /// ``SessionConfiguration/replayBufferBytes`` of a peer's messages are unconfirmed (and returns `cancelled` for
+    /// that peer when its task is cancelled). A peer that is `reconnecting` still takes reliable messages.
+    /// `.unreliable` ones go only to connected peers and may be dropped.
+    /// - Returns: For every peer, `enqueued` with the message's number or why not (`notConnected` for a peer
+    ///   that is not a member, `invalidParameter` for a message longer than the peer accepts).
+    public nonisolated func send(_ data: [UInt8], to peers: [Peer], mode: SendMode = .reliable) async -> [Peer:
+        SendResult]
+    {
+        var results = [Peer: SendResult](minimumCapacity: peers.count)
+        var waiting: [(Peer, Conversation)] = []
+        for peer in peers {
+            guard let conversation = conversations.get(peer.claimedFingerprint) else {
+                results[peer] = .failed(Self.notConnected(peer))
+                continue
+            }
+            switch mode {
+            case .reliable:
+                // Queued at once where there is room; a peer whose replay buffer is full waits below, without
+                // holding the others back.
+                switch conversation.trySend(data, receipt: false) {
+                case .success(let sequence): results[peer] = .enqueued(sequence)
+                case .failure(let error): results[peer] = .failed(error)
+                case nil: waiting.append((peer, conversation))
+                }
+            case .unreliable:
+                results[peer] = await Self.sendUnreliable(data, on: conversation, to: peer)
+            }
+        }
+        guard !waiting.isEmpty else { return results }
+        await withTaskGroup(of: (Peer, SendResult).self) { group in
+            for (peer, conversation) in waiting {
+                group.addTask {
+                    switch await conversation.send(data, receipt: false) {
+                    case .success(let sequence): (peer, .enqueued(sequence))
+                    case .failure(let error): (peer, .failed(error))
+                    }
+                }
+            }
+            for await (peer, result) in group { results[peer] = result }
+        }
+        return results
+    }
+
+    private static func sendUnreliable(_ data: [UInt8], on conversation: Conversation, to peer: Peer) async
+        -> SendResult
+    {
+        guard let link = conversation.link else {
+            return .failed(SessionError(.notConnected, "\(peer.displayName) is reconnecting"))
+        }
+        if let limit = conversation.messageLimit, data.count + 1 > limit {
+            return .failed(
+                SessionError(
+                    .invalidParameter,
+                    "a message of \(data.count) bytes is longer than \(peer.displayName) accepts (\(limit - 1)); "
+                        + "send larger data as a stream or a resource"))
+        }
+        do {
+            try await link.connection.sendUnreliable([ReliabilityStateMachine.Tag.unnumbered] + data)
+            return .enqueued(0)
+        } catch {
+            switch error.code {
+            case .messageTooLarge: return .failed(SessionError(.invalidParameter, error.reason, connectionError: error))
+            default:
+                return .failed(
+                    SessionError(
+                        .notConnected, "the link to \(link.peer.displayName) ended: \(error.reason)",
+                        connectionError: error))
+            }
+        }
+    }
+
+    /// Sends a message reliably and returns once the peer's application has taken it from its
+    /// ``messages``.
+    /// - Throws: ``SessionError``: `notConnected` when the peer is not a member, or leaves (or is not back
+    ///   within the reconnection grace, or restarts) before the receipt arrives; `invalidParameter` when it is too
+    ///   long; `cancelled` when the calling task is.
+    public nonisolated func sendAcknowledged(_ data: [UInt8], to peer: Peer) async throws(SessionError) {
+        try await sendExpectingReceipt(data, to: peer).delivered()
+    }
+
+    /// Queues a reliable message like ``send(_:to:mode:)`` (in order with every other message to `peer`) and
+    /// returns at once a ``PendingDelivery`` whose `delivered()` waits for the peer's receipt, as
+    /// ``sendAcknowledged(_:to:)`` does: for callers that must queue in order and learn each outcome later.
+    /// - Throws: ``SessionError`` as ``sendAcknowledged(_:to:)`` does when the message cannot be queued.
+    public nonisolated func sendExpectingReceipt(_ data: [UInt8], to peer: Peer) async throws(SessionError)
+        -> PendingDelivery
+    {
+        guard let conversation = conversations.get(peer.claimedFingerprint) else { throw Self.notConnected(peer) }
+        switch await conversation.send(data, receipt: true) {
+        case .success(let sequence): return PendingDelivery(peer: peer, sequence: sequence, conversation: conversation)
+        case .failure(let error): throw error
+        }
+    }
+
+    // MARK: Receiving
+
+    /// The peer's `resume` arrived: write our numbered messages from where it is (the writer takes over from
+    /// in-place sends only under back-pressure), read its on the connection's event loop.
+    func startConversation(_ link: Link, _ conversation: Conversation) {
+        let generation = link.generation
+        let connection = link.connection
+        Task(executorPreference: connection.eventLoop) {
+            while let entry = await conversation.nextToWrite(generation: generation) {
+                do {
+                    try await connection.send(entry.frame)
+                } catch {
+                    break
+                }
+            }
+        }
+        let inbox = inbox
+        let loop = network.loop
+        Task(executorPreference: connection.eventLoop) {
+            await Self.read(link, conversation: conversation, generation: generation, inbox: inbox, loop: loop)
+        }
+    }
+
+    /// Reads a member link's messages into the inbox: numbered ones once each and in order, acknowledging
+    /// every 32 messages or 256 KiB, and within 20 ms of the last.
+    private nonisolated static func read(
+        _ link: Link, conversation: Conversation, generation: Int, inbox: SessionInbox, loop: EventLoop
+    ) async {
+        let connection = link.connection
+        let peer = link.peer
+        await conversation.waitForOlderDeliveries(generation: generation)
+        for await data in connection.messages {
+            guard let tag = data.first else {
+                _ = await connection.close(code: 2, reason: "an empty message without a session tag")
+                return
+            }
+            if tag == ReliabilityStateMachine.Tag.unnumbered {
+                await inbox.push(
+                    SessionInbox.Entry(
+                        message: ReceivedMessage(peer: peer, data: Array(data.dropFirst())), onTaken: nil))
+                continue
+            }
+            let header = ReliabilityStateMachine.Tag.headerLength
+            guard tag == ReliabilityStateMachine.Tag.numbered || tag == ReliabilityStateMachine.Tag.numberedWithReceipt,
+                data.count >= header
+            else {
+                _ = await connection.close(code: 2, reason: "a message without a valid session tag")
+                return
+            }
+            let sequence = data.withUnsafeBytes {
+                UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
+            }
+            switch conversation.arrival(of: sequence, generation: generation) {
+            case .drop:
+                continue
+            case .gap:
+                _ = await connection.close(code: 2, reason: "message \(sequence) skips a sequence number")
+                return
+            case .deliver(let epoch):
+                var onTaken: (@Sendable () -> Void)?
+                if tag == ReliabilityStateMachine.Tag.numberedWithReceipt {
+                    onTaken = { @Sendable in conversation.taken(sequence, epoch: epoch) }
+                }
+                await inbox.push(
+                    SessionInbox.Entry(
+                        message: ReceivedMessage(peer: peer, data: Array(data[header...])), onTaken: onTaken))
+                let due = conversation.delivered(generation: generation, bytes: data.count - header)
+                if let ack = due.acknowledge {
+                    link.send(.ack(received: ack))
+                } else if due.armFlush {
+                    // Confirm stragglers within 20 ms, so a quiet peer does not keep them in our replay buffer.
+                    _ = SessionTimer(after: .milliseconds(20), on: loop) {
+                        if let ack = conversation.flush(generation: generation) { link.send(.ack(received: ack)) }
+                    }
+                }
+            }
+        }
+    }
+}

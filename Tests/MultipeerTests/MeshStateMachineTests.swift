@@ -1,0 +1,428 @@
+import MultipeerIO
+import Testing
+
+@testable import Multipeer
+
+/// The membership rules on a manual clock: no sockets, no sleeping. Each test drives one side's
+/// ``MeshStateMachine`` with the events its links would bring and checks what it decides.
+@Suite("Mesh state machine")
+struct MeshStateMachineTests {
+    /// Fingerprints whose order is known: `fingerprint(1) < fingerprint(2) < ...`.
+    static func fingerprint(_ rank: UInt8) -> PeerFingerprint {
+        PeerFingerprint(bytes: [rank] + [UInt8](repeating: 0, count: 31))!
+    }
+
+    static func peer(_ name: String, _ rank: UInt8, proven: Bool = true) -> Peer {
+        Peer(identity: proven ? .proven(fingerprint(rank)) : .claimed(fingerprint(rank)), displayName: name)
+    }
+
+    /// One side's rules with a clock, the timers they armed, and everything they decided.
+    struct Side {
+        var mesh: MeshStateMachine
+        var now = IOInstant(nanoseconds: 1_000_000_000)
+        var timers: [(at: IOInstant, timer: MeshStateMachine.Timer)] = []
+        var log: [MeshStateMachine.Action] = []
+        var nextToken = 100
+
+        init(
+            rank: UInt8, maximumPeers: Int = 8, encryption: EncryptionPreference = .required,
+            grace: Duration = .seconds(10)
+        ) {
+            let configuration = MeshStateMachine.Configuration(
+                maximumPeers: maximumPeers, encryption: encryption, requiresGroupProof: false, reconnectGrace: grace)
+            mesh = MeshStateMachine(
+                local: MeshStateMachineTests.fingerprint(rank), configuration: configuration,
+                sessionID: [UInt8](repeating: rank, count: 16), secret: [UInt8](repeating: 9, count: 32))
+        }
+
+        /// Performs a step of the rules, keeping its actions and arming its timers.
+        @discardableResult
+        mutating func step(_ body: (inout MeshStateMachine, IOInstant) -> [MeshStateMachine.Action])
+            -> [MeshStateMachine.Action]
+        {
+            let actions = body(&mesh, now)
+            for case .schedule(let timer, let delay) in actions { timers.append((now + delay, timer)) }
+            log += actions
+            return actions
+        }
+
+        /// Moves the clock, firing every timer due on the way, in order.
+        mutating func advance(by duration: Duration) {
+            let end = now + duration
+            while let next = timers.enumerated().filter({ $0.element.at <= end }).min(by: {
+                $0.element.at < $1.element.at
+            }) {
+                timers.remove(at: next.offset)
+                now = next.element.at
+                let timer = next.element.timer
+                step { mesh, now in mesh.timerFired(timer, now: now) }
+            }
+            now = end
+        }
+
+        mutating func link(_ peer: Peer, dialer: Bool, linkID: UInt8 = 1, port: UInt16 = 7000)
+            -> MeshStateMachine.LinkFacts
+        {
+            nextToken += 1
+            return MeshStateMachine.LinkFacts(
+                token: nextToken, peer: peer, isDialer: dialer, linkID: [UInt8](repeating: linkID, count: 16),
+                remoteAddress: SocketAddress(.v4(IPv4Address(10, 0, 0, UInt8(nextToken % 250))), port: port),
+                isGroupMember: false)
+        }
+
+        /// The reports so far, as `NAME state: reason`.
+        var reports: [String] {
+            log.compactMap {
+                guard case .report(let peer, let state, let reason) = $0 else { return nil }
+                return "\(peer.displayName) \(state): \(reason)"
+            }
+        }
+
+        /// What went out on a link (an adopted link's first message, the answer that admits the peer, included).
+        func sent(on token: Int) -> [SessionWire.Message] {
+            log.compactMap {
+                if case .send(token, let message) = $0 { return message }
+                if case .adopt(token, let first?) = $0 { return first }
+                return nil
+            }
+        }
+
+        func closed(_ token: Int) -> Bool {
+            log.contains {
+                if case .close(token, _) = $0 { true } else { false }
+            }
+        }
+
+        var dials: [MeshStateMachine.Dial] {
+            log.compactMap {
+                guard case .dial(let dial) = $0 else { return nil }
+                return dial
+            }
+        }
+
+        /// Makes `peer` a member through an accepted invitation of this side's, its `sessions` received.
+        mutating func member(_ peer: Peer, port: UInt16 = 7000) -> MeshStateMachine.LinkFacts {
+            let facts = link(peer, dialer: true, port: port)
+            step { mesh, now in mesh.admit(facts, .theyAccepted, now: now).1 }
+            step { mesh, _ in
+                mesh.sessionsReceived(
+                    facts.token, listenPort: port, current: [UInt8](repeating: 0x77, count: 16),
+                    secrets: [[UInt8](repeating: 0x77, count: 16): [UInt8](repeating: 1, count: 32)],
+                    ownListenPort: 5000)
+            }
+            return facts
+        }
+    }
+
+    static let alice = peer("Alice", 1)
+    static let bob = peer("Bob", 2)
+    static let carol = peer("Carol", 3)
+    static let dave = peer("Dave", 4)
+
+    // MARK: Crossing invitations and duplicate links
+
+    @Test func crossingInvitationsKeepTheLinkTheLowerIdentityDialedOnBothSides() {
+        // Alice (lower) and Bob invite each other; each side sees both links offered in either order.
+        for aliceFirst in [true, false] {
+            var alice = Side(rank: 1)
+            var bob = Side(rank: 2)
+            let aliceDialed = (
+                alice.link(Self.bob, dialer: true, linkID: 5), bob.link(Self.alice, dialer: false, linkID: 5)
+            )
+            let bobDialed = (
+                alice.link(Self.bob, dialer: false, linkID: 3), bob.link(Self.alice, dialer: true, linkID: 3)
+            )
+            if aliceFirst {
+                alice.step { m, now in m.admit(aliceDialed.0, .theyAccepted, now: now).1 }
+                alice.step { m, now in m.admit(bobDialed.0, .weAccept(invitationID: [3]), now: now).1 }
+                bob.step { m, now in m.admit(aliceDialed.1, .weAccept(invitationID: [5]), now: now).1 }
+                bob.step { m, now in m.admit(bobDialed.1, .theyAccepted, now: now).1 }
+            } else {
+                alice.step { m, now in m.admit(bobDialed.0, .weAccept(invitationID: [3]), now: now).1 }
+                alice.step { m, now in m.admit(aliceDialed.0, .theyAccepted, now: now).1 }
+                bob.step { m, now in m.admit(bobDialed.1, .theyAccepted, now: now).1 }
+                bob.step { m, now in m.admit(aliceDialed.1, .weAccept(invitationID: [5]), now: now).1 }
+            }
+            // Both keep the link Alice dialed (the lower identity), although Bob's has the lower link id.
+            #expect(alice.mesh.memberLink(of: Self.bob.claimedFingerprint) == aliceDialed.0.token)
+            #expect(bob.mesh.memberLink(of: Self.alice.claimedFingerprint) == aliceDialed.1.token)
+            // One connected each, nothing else; the loser closes only after the grace (what it carried arrives).
+            #expect(alice.reports.filter { $0.hasPrefix("Bob") }.count == 1, "\(alice.reports)")
+            #expect(bob.reports.filter { $0.hasPrefix("Alice") }.count == 1, "\(bob.reports)")
+            #expect(!alice.closed(bobDialed.0.token))
+            alice.advance(by: .seconds(2))
+            bob.advance(by: .seconds(2))
+            #expect(alice.closed(bobDialed.0.token) && bob.closed(bobDialed.1.token))
+            #expect(!alice.closed(aliceDialed.0.token) && !bob.closed(aliceDialed.1.token))
+        }
+    }
+
+    @Test func aPlaintextLinkNeverReplacesAProvenOneAndGetsNoSecrets() {
+        var alice = Side(rank: 1, encryption: .optional)
+        let proven = alice.member(Self.bob)
+        // A claim of Bob's fingerprint over plaintext, dialed by the lower identity (Alice) even.
+        let claim = alice.link(Self.peer("Bob", 2, proven: false), dialer: true, linkID: 0)
+        let (kept, actions) = alice.mesh.admit(claim, .weAdmitJoin(reconnection: false), now: alice.now)
+        alice.log += actions
+        #expect(!kept)
+        #expect(alice.mesh.memberLink(of: Self.bob.claimedFingerprint) == proven.token)
+        #expect(
+            alice.sent(on: claim.token)
+                == [.joinAnswer(accepted: false, reason: "a proven member cannot come back as a plaintext claim")])
+    }
+
+    // MARK: Introductions, from either side
+
+    @Test func aMemberJoiningByEitherSideIsIntroducedToEveryOther() {
+        // Alice invited Bob; Carol invited Alice (Alice is the invitee there): both are members of Alice's session.
+        var alice = Side(rank: 1)
+        let bob = alice.member(Self.bob, port: 7002)
+        let carol = alice.link(Self.carol, dialer: false)
+        alice.step { m, now in m.admit(carol, .weAccept(invitationID: [1]), now: now).1 }
+        // Nothing is told before Carol says where she listens.
+        #expect(alice.sent(on: bob.token).filter { if case .members = $0 { true } else { false } }.isEmpty)
+        alice.step { m, _ in
+            m.sessionsReceived(
+                carol.token, listenPort: 7003, current: [UInt8](repeating: 3, count: 16), secrets: [:],
+                ownListenPort: 5000)
+        }
+        guard case .members(let toBob)? = alice.sent(on: bob.token).last,
+            case .members(let toCarol)? = alice.sent(on: carol.token).last
+        else {
+            Issue.record("no introductions: \(alice.log)")
+            return
+        }
+        #expect(toBob.map(\.fingerprint) == [Self.carol.claimedFingerprint])
+        #expect(toBob.first?.addresses == [SocketAddress(carol.remoteAddress.address, port: 7003)])
+        #expect(toCarol.map(\.fingerprint) == [Self.bob.claimedFingerprint])
+    }
+
+    @Test func anIntroducedPeerIsDialedByTheLowerIdentityOnceAndJoinsWithItsProof() {
+        var bob = Side(rank: 2)
+        let alice = bob.member(Self.alice)
+        let carol = SessionWire.Member(
+            fingerprint: Self.carol.claimedFingerprint, displayName: "Carol",
+            sessionID: [UInt8](repeating: 0x77, count: 16),
+            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 3)), port: 7003)])
+        let dave = SessionWire.Member(
+            fingerprint: Self.fingerprint(0), displayName: "Dave", sessionID: [UInt8](repeating: 0x77, count: 16),
+            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 4)), port: 7004)])
+        bob.step { m, now in m.membersReceived(alice.token, [carol, dave], now: now) }
+        bob.step { m, now in m.membersReceived(alice.token, [carol, dave], now: now) }
+        // Bob is lower than Carol: he dials her, once, expecting her identity; Dave is lower than Bob: Dave dials.
+        #expect(bob.dials.map(\.member.fingerprint) == [Self.carol.claimedFingerprint])
+        #expect(bob.dials.first?.expecting == Self.carol.claimedFingerprint)
+        #expect(bob.reports.contains("Carol connecting: introduced by Alice"))
+        let link = bob.link(Self.carol, dialer: true)
+        let dial = bob.dials[0]
+        bob.step { m, _ in m.joinDialConnected(link, expected: dial) }
+        #expect(bob.log.contains { if case .verify(link.token, incoming: false) = $0 { true } else { false } })
+        bob.step { m, _ in m.joinChecked(link.token, decision: .accept) }
+        #expect(
+            bob.log.contains { if case .sendJoin(link.token, sessionID: carol.sessionID) = $0 { true } else { false } })
+        bob.step { m, now in m.joinAnswered(link.token, accepted: true, reason: "", now: now) }
+        #expect(bob.mesh.memberLink(of: Self.carol.claimedFingerprint) == link.token)
+        #expect(bob.reports.last == "Carol connected: joined through an introduction")
+    }
+
+    @Test func aJoinThatComesBeforeItsIntroductionWaitsForItThenIsAskedAbout() {
+        var carol = Side(rank: 3)
+        let alice = carol.member(Self.alice)
+        let bobJoin = carol.link(Self.bob, dialer: false)
+        carol.step { m, now in m.joinRequested(bobJoin, now: now) }
+        #expect(carol.sent(on: bobJoin.token).isEmpty)  // held, not refused
+        let bob = SessionWire.Member(
+            fingerprint: Self.bob.claimedFingerprint, displayName: "Bob",
+            sessionID: [UInt8](repeating: 0x77, count: 16),
+            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 2)), port: 7002)])
+        carol.step { m, now in m.membersReceived(alice.token, [bob], now: now) }
+        #expect(carol.log.contains { if case .verify(bobJoin.token, incoming: true) = $0 { true } else { false } })
+        carol.step { m, now in m.joinVerified(bobJoin, decision: .accept, now: now) }
+        #expect(carol.sent(on: bobJoin.token).first == .joinAnswer(accepted: true, reason: ""))
+        #expect(carol.mesh.isMember(Self.bob.claimedFingerprint))
+        // A join nobody introduces is refused after the wait.
+        let stranger = carol.link(Self.dave, dialer: false)
+        carol.step { m, now in m.joinRequested(stranger, now: now) }
+        carol.advance(by: .seconds(4))
+        #expect(carol.sent(on: stranger.token).isEmpty)
+        carol.advance(by: .seconds(1))
+        #expect(
+            carol.sent(on: stranger.token)
+                == [.joinAnswer(accepted: false, reason: "no member of this session introduced you")])
+    }
+
+    @Test func introductionsAreBoundedPerIntroducerExpireAndLeaveWithTheirIntroducer() {
+        var alice = Side(rank: 1, maximumPeers: 4)
+        let mallory = alice.member(Self.peer("Mallory", 9))
+        let bob = alice.member(Self.bob)
+        func ghost(_ index: UInt8) -> SessionWire.Member {
+            SessionWire.Member(
+                fingerprint: PeerFingerprint(bytes: [0xF0, index] + [UInt8](repeating: 0, count: 30))!,
+                displayName: "Ghost\(index)", sessionID: [UInt8](repeating: 0x77, count: 16),
+                addresses: [SocketAddress(.v4(IPv4Address(192, 0, 2, 1)), port: 9)])
+        }
+        alice.step { m, now in m.membersReceived(mallory.token, (0..<20).map(ghost), now: now) }
+        // Mallory's share: as many as the session holds (4); each dialed once (the dials fail).
+        #expect(alice.dials.count <= 4)
+        for dial in alice.dials {
+            alice.step { m, _ in m.joinDialFailed(dial.member.fingerprint, reason: "refused") }
+        }
+        let dialsBefore = alice.dials.count
+        for _ in 0..<10 { alice.step { m, now in m.membersReceived(mallory.token, (0..<20).map(ghost), now: now) } }
+        #expect(alice.dials.count == dialsBefore, "a repeat dialed again")
+        // Bob's introduction still fits: his share is his own.
+        let carol = SessionWire.Member(
+            fingerprint: Self.carol.claimedFingerprint, displayName: "Carol",
+            sessionID: [UInt8](repeating: 0x77, count: 16),
+            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 3)), port: 7003)])
+        alice.step { m, now in m.membersReceived(bob.token, [carol], now: now) }
+        #expect(alice.dials.last?.member.fingerprint == Self.carol.claimedFingerprint)
+        // Mallory leaves: her introductions go with her; a ghost's late join is refused.
+        alice.step { m, _ in m.left(mallory.token, reason: .left("left")) }
+        let late = alice.link(Self.peer("Ghost0", 0xF0), dialer: false)
+        let ghostJoin = MeshStateMachine.LinkFacts(
+            token: late.token, peer: Peer(identity: .proven(ghost(0).fingerprint), displayName: "Ghost0"),
+            isDialer: false, linkID: late.linkID, remoteAddress: late.remoteAddress, isGroupMember: false)
+        alice.step { m, now in m.joinRequested(ghostJoin, now: now) }
+        alice.advance(by: .seconds(5))
+        #expect(
+            alice.sent(on: late.token) == [
+                .joinAnswer(accepted: false, reason: "no member of this session introduced you")
+            ])
+        // An introduction nobody acts on expires.
+        var dave = Side(rank: 4)
+        let alicesLink = dave.member(Self.alice)
+        dave.step { m, now in m.membersReceived(alicesLink.token, [carol], now: now) }  // Carol is lower: she dials
+        #expect(dave.mesh.entries[Self.carol.claimedFingerprint]?.introduction != nil)
+        dave.advance(by: .seconds(31))
+        #expect(dave.mesh.entries[Self.carol.claimedFingerprint] == nil)
+    }
+
+    // MARK: Outages
+
+    @Test func aLostMemberIsReconnectingRedialedWithItsProofAndGoneAfterTheGrace() {
+        var alice = Side(rank: 1, encryption: .optional, grace: .seconds(10))
+        let bob = alice.member(Self.bob, port: 7002)
+        alice.step { m, now in m.linkClosed(bob.token, reason: "connection lost: reset", withdrawn: nil, now: now) }
+        #expect(alice.reports.last == "Bob reconnecting: connection lost: reset; reconnecting for up to 10.0 seconds")
+        // Redialed where he listens, and he must prove his key although the session allows plaintext.
+        let redial = alice.dials.last
+        #expect(redial?.isReconnection == true)
+        #expect(redial?.expecting == Self.bob.claimedFingerprint)
+        #expect(redial?.member.addresses == [SocketAddress(bob.remoteAddress.address, port: 7002)])
+        // A plaintext claim at his address is refused, and retried after 250 ms.
+        let claim = alice.link(Self.peer("Bob", 2, proven: false), dialer: true)
+        let expected = redial!
+        alice.step { m, _ in m.joinDialConnected(claim, expected: expected) }
+        #expect(alice.closed(claim.token))
+        #expect(!alice.mesh.isMember(Self.bob.claimedFingerprint))
+        alice.advance(by: .milliseconds(250))
+        #expect(alice.dials.count == 2)
+        alice.step { m, _ in m.joinDialFailed(Self.bob.claimedFingerprint, reason: "refused") }
+        alice.advance(by: .seconds(10))
+        #expect(
+            alice.reports.last?.hasPrefix("Bob notConnected: connection lost: reset; not back within 10.0 seconds")
+                == true)
+        #expect(alice.log.contains { if case .endConversation(let peer, _) = $0 { peer == Self.bob } else { false } })
+    }
+
+    @Test func aSecondOutageStartsItsOwnGraceAndTheFirstGracesTimerIsStale() {
+        var alice = Side(rank: 1, grace: .seconds(10))
+        let bob = alice.member(Self.bob)
+        alice.step { m, now in m.linkClosed(bob.token, reason: "lost", withdrawn: nil, now: now) }
+        alice.advance(by: .seconds(6))
+        // Bob comes back by joining (a reconnection needs no introduction nor hook).
+        let back = alice.link(Self.bob, dialer: false)
+        alice.step { m, now in m.joinRequested(back, now: now) }
+        #expect(alice.reports.last == "Bob connected: reconnected after 6.0 seconds")
+        #expect(alice.sent(on: back.token).first == .joinAnswer(accepted: true, reason: ""))
+        alice.advance(by: .seconds(2))
+        alice.step { m, now in m.linkClosed(back.token, reason: "lost again", withdrawn: nil, now: now) }
+        // The first grace would have ended now: it must not end the second outage.
+        alice.advance(by: .seconds(3))
+        #expect(alice.mesh.isReconnecting(Self.bob.claimedFingerprint))
+        alice.advance(by: .seconds(7))
+        #expect(!alice.mesh.hasConversation(Self.bob.claimedFingerprint))
+        #expect(alice.reports.last?.contains("lost again; not back within") == true)
+    }
+
+    @Test func aLinkWithdrawnAsItWasAcceptedIsGoneAtOnceAndALeaveEndsTheStay() {
+        var alice = Side(rank: 1)
+        let bob = alice.link(Self.bob, dialer: false)
+        alice.step { m, now in m.admit(bob, .weAccept(invitationID: [1]), now: now).1 }
+        alice.step { m, now in
+            m.linkClosed(bob.token, reason: "closed", withdrawn: "the inviter withdrew the invitation: late", now: now)
+        }
+        #expect(alice.reports.last == "Bob notConnected: the inviter withdrew the invitation: late")
+        let carol = alice.member(Self.carol)
+        alice.step { m, _ in m.left(carol.token, reason: .left("left")) }
+        #expect(alice.reports.last == "Carol notConnected: left")
+        #expect(alice.dials.isEmpty)
+    }
+
+    // MARK: Invitations
+
+    @Test func anInvitationAnsweredAlreadyConnectedWaitsForTheLinkItMeans() {
+        var alice = Side(rank: 1)
+        alice.step { m, now in m.inviteRequested(Self.bob, contextLength: 0, now: now).1 }
+        #expect(alice.reports == ["Bob connecting: inviting"])
+        // "Already connected": the crossing link is being adopted here right now.
+        let actions = alice.step { m, _ in m.inviteFinished(Self.bob.claimedFingerprint, .accepted, waiter: 7) }
+        #expect(!actions.contains { if case .finishInvitation = $0 { true } else { false } })
+        let crossing = alice.link(Self.bob, dialer: false)
+        alice.step { m, now in m.admit(crossing, .weAccept(invitationID: [2]), now: now).1 }
+        #expect(alice.log.contains { if case .finishInvitation(7, .accepted) = $0 { true } else { false } })
+        // Without a link, the wait ends refused.
+        alice.step { m, now in m.inviteRequested(Self.carol, contextLength: 0, now: now).1 }
+        alice.step { m, _ in m.inviteFinished(Self.carol.claimedFingerprint, .accepted, waiter: 8) }
+        alice.advance(by: .seconds(2))
+        #expect(
+            alice.log.contains {
+                if case .finishInvitation(8, .refused(let reason)) = $0 { reason.contains("no link") } else { false }
+            })
+        #expect(
+            alice.reports.last?.hasPrefix("Carol notConnected: refused: the peer says it is already connected") == true)
+    }
+
+    @Test func aFullSessionRefusesAtOnceAndSaysSo() {
+        var alice = Side(rank: 1, maximumPeers: 2)
+        _ = alice.member(Self.bob)
+        let (decision, _) = alice.step2 { m, now in m.inviteRequested(Self.carol, contextLength: 0, now: now) }
+        #expect(decision == .outcome(.refused(reason: "this session is full (2 peers)")))
+        #expect(
+            alice.reports.suffix(2) == [
+                "Carol connecting: inviting", "Carol notConnected: refused: this session is full (2 peers)",
+            ])
+        #expect(
+            alice.mesh.failure(of: Self.carol.claimedFingerprint) == .refused(reason: "this session is full (2 peers)"))
+    }
+
+    @Test func leavingTellsEveryLinkAndReportsEveryPeer() {
+        var alice = Side(rank: 1)
+        let bob = alice.member(Self.bob)
+        alice.step { m, now in m.inviteRequested(Self.carol, contextLength: 0, now: now).1 }
+        alice.step { m, _ in m.disconnect() }
+        #expect(alice.sent(on: bob.token).last == .leave(reason: "left"))
+        #expect(
+            alice.reports.suffix(2).sorted() == [
+                "Bob notConnected: this side left the session", "Carol notConnected: this side left the session",
+            ])
+        let (decision, _) = alice.step2 { m, now in m.inviteRequested(Self.dave, contextLength: 0, now: now) }
+        #expect(decision == .outcome(.refused(reason: "the session was disconnected")))
+    }
+}
+
+extension MeshStateMachineTests.Side {
+    /// A step that returns a decision besides its actions.
+    mutating func step2<T>(_ body: (inout MeshStateMachine, IOInstant) -> (T, [MeshStateMachine.Action])) -> (
+        T, [MeshStateMachine.Action]
+    ) {
+        var result: T?
+        step { mesh, now in
+            let (value, actions) = body(&mesh, now)
+            result = value
+            return actions
+        }
+        return (result!, log)
+    }
+}
