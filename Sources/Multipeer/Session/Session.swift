@@ -285,7 +285,10 @@ public actor Session {
                             secret: secret, binding: link.connection.sessionBinding, linkID: link.linkID)))
             case .verify(let token, let incoming):
                 guard let link = links[token] else { continue }
-                Task { await self.verified(link, incoming: incoming, decision: await self.verify(link.connection)) }
+                Task {
+                    let decision = await self.verify(link.connection)
+                    await self.verified(link, incoming: incoming, decision: decision)
+                }
             case .schedule(let timer, let delay):
                 _ = SessionTimer(after: delay, on: network.loop) { [weak self] in
                     Task { await self?.timerFired(timer) }

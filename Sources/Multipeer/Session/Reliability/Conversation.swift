@@ -164,7 +164,7 @@ final class Conversation: Sendable {
         let (resumed, wake) = state.withLock { state in
             let resumed = state.machine.resume(
                 epoch: epoch, knowsOurEpoch: knowsOurEpoch, peerReceived: peerReceived, generation: generation)
-            var wake = Array(state.spaceWaiters.values)
+            let wake = Array(state.spaceWaiters.values)
             state.spaceWaiters = [:]
             if resumed.newIncarnation {
                 let failure = SessionError(.notConnected, "\(peerName) restarted and lost them")
