@@ -287,7 +287,7 @@ public actor Session {
                 guard let link = links[token] else { continue }
                 Task {
                     let decision = await self.verify(link.connection)
-                    await self.verified(link, incoming: incoming, decision: decision)
+                    self.verified(link, incoming: incoming, decision: decision)
                 }
             case .schedule(let timer, let delay):
                 _ = SessionTimer(after: delay, on: network.loop) { [weak self] in
