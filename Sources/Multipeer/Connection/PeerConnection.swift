@@ -159,6 +159,16 @@ public final class PeerConnection: Sendable {
         if try driver.shared.tryEnqueue(message) { driver.serviceAfterSend() }
     }
 
+    /// Queues a message like ``trySend(_:)`` but leaves waking the loop to the caller: returns whether
+    /// ``kick()`` must follow (outside any lock the caller holds: it may write from the calling thread).
+    func enqueueWithoutKick(_ message: [UInt8]) throws(ConnectionError) -> Bool {
+        try checkLength(message)
+        return try driver.shared.tryEnqueue(message)
+    }
+
+    /// Gets queued messages written (after ``enqueueWithoutKick(_:)`` said so).
+    func kick() { driver.serviceAfterSend() }
+
     private func checkLength(_ message: [UInt8]) throws(ConnectionError) {
         guard message.count <= peer.maximumMessageLength else {
             throw .messageTooLarge(length: message.count, limit: peer.maximumMessageLength)

@@ -24,6 +24,28 @@ public struct PeerFingerprint: Hashable, Sendable, CustomStringConvertible {
         self.bytes = bytes
     }
 
+    /// Hashes the digest as a whole: its first 8 bytes, as one word (a SHA-256 digest is uniform, so they spread
+    /// as well as all 32 would); sessions look members up by fingerprint on every message.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
+    }
+
+    /// Compares the 32 bytes, a word at a time.
+    public static func == (a: PeerFingerprint, b: PeerFingerprint) -> Bool {
+        a.bytes.withUnsafeBytes { x in
+            b.bytes.withUnsafeBytes { y in
+                x.loadUnaligned(fromByteOffset: 0, as: UInt64.self)
+                    == y.loadUnaligned(fromByteOffset: 0, as: UInt64.self)
+                    && x.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+                        == y.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+                    && x.loadUnaligned(fromByteOffset: 16, as: UInt64.self)
+                        == y.loadUnaligned(fromByteOffset: 16, as: UInt64.self)
+                    && x.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+                        == y.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+            }
+        }
+    }
+
     /// The fingerprint of a raw 32-byte Ed25519 public key.
     init(publicKey: [UInt8]) {
         bytes = SHA256.hash(publicKey)

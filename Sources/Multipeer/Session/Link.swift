@@ -88,7 +88,9 @@ final class Link: Sendable {
         }
         guard start else { return }
         let connection = connection
-        Task { [self] in
+        // On the connection's loop: a control message is handled where it was read (acknowledgements and receipts
+        // entirely), and only the rest hops to its owner.
+        Task(executorPreference: connection.eventLoop) { [self] in
             for await raw in connection.sessionMessages {
                 let message: SessionWire.Message?
                 do {

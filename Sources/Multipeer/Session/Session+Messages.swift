@@ -147,11 +147,14 @@ extension Session {
     // MARK: Receiving
 
     /// The peer's `resume` arrived: write our numbered messages from where it is (the writer takes over from
-    /// in-place sends only under back-pressure), read its on the connection's event loop.
+    /// in-place sends only under back-pressure), read its on the connection's event loop (no thread hand-off
+    /// between the connection and the inbox).
     func startConversation(_ link: Link, _ conversation: Conversation) {
         let generation = link.generation
         let connection = link.connection
-        Task(executorPreference: connection.eventLoop) {
+        // The writer runs off the loop: on it, each write would be serviced at once (a system call per message);
+        // from another thread the loop drains what accumulated in one go.
+        Task {
             while let entry = await conversation.nextToWrite(generation: generation) {
                 do {
                     try await connection.send(entry.frame)
@@ -167,50 +170,68 @@ extension Session {
         }
     }
 
-    /// Reads a member link's messages into the inbox: numbered ones once each and in order, acknowledging
-    /// every 32 messages or 256 KiB, and within 20 ms of the last.
+    /// Reads a member link's messages into the inbox, a batch at a time (one hand-over to the application for all
+    /// of them): numbered ones once each and in order, acknowledging every 32 messages or 256 KiB, and within
+    /// 20 ms of the last.
     private nonisolated static func read(
         _ link: Link, conversation: Conversation, generation: Int, inbox: SessionInbox, loop: EventLoop
     ) async {
         let connection = link.connection
+        let driver = connection.driver
         let peer = link.peer
+        let header = ReliabilityStateMachine.Tag.headerLength
         await conversation.waitForOlderDeliveries(generation: generation)
-        for await data in connection.messages {
-            guard let tag = data.first else {
-                _ = await connection.close(code: 2, reason: "an empty message without a session tag")
-                return
-            }
-            if tag == ReliabilityStateMachine.Tag.unnumbered {
-                await inbox.push(
-                    SessionInbox.Entry(
-                        message: ReceivedMessage(peer: peer, data: Array(data.dropFirst())), onTaken: nil))
-                continue
-            }
-            let header = ReliabilityStateMachine.Tag.headerLength
-            guard tag == ReliabilityStateMachine.Tag.numbered || tag == ReliabilityStateMachine.Tag.numberedWithReceipt,
-                data.count >= header
-            else {
-                _ = await connection.close(code: 2, reason: "a message without a valid session tag")
-                return
-            }
-            let sequence = data.withUnsafeBytes {
-                UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
-            }
-            switch conversation.arrival(of: sequence, generation: generation) {
-            case .drop:
-                continue
-            case .gap:
-                _ = await connection.close(code: 2, reason: "message \(sequence) skips a sequence number")
-                return
-            case .deliver(let epoch):
-                var onTaken: (@Sendable () -> Void)?
-                if tag == ReliabilityStateMachine.Tag.numberedWithReceipt {
-                    onTaken = { @Sendable in conversation.taken(sequence, epoch: epoch) }
+        while true {
+            let batch = await driver.shared.nextMessages(limit: SessionInbox.batchLimit) { driver.serviceSoon() }
+            if batch.isEmpty { return }
+            var entries: [SessionInbox.Entry] = []
+            entries.reserveCapacity(batch.count)
+            var numbered = 0
+            var numberedBytes = 0
+            var broken: String?
+            for data in batch {
+                guard let tag = data.first else {
+                    broken = "an empty message without a session tag"
+                    break
                 }
-                await inbox.push(
-                    SessionInbox.Entry(
-                        message: ReceivedMessage(peer: peer, data: Array(data[header...])), onTaken: onTaken))
-                let due = conversation.delivered(generation: generation, bytes: data.count - header)
+                if tag == ReliabilityStateMachine.Tag.unnumbered {
+                    entries.append(
+                        SessionInbox.Entry(
+                            message: ReceivedMessage(peer: peer, data: Array(data.dropFirst())), onTaken: nil))
+                    continue
+                }
+                guard
+                    tag == ReliabilityStateMachine.Tag.numbered
+                        || tag == ReliabilityStateMachine.Tag.numberedWithReceipt,
+                    data.count >= header
+                else {
+                    broken = "a message without a valid session tag"
+                    break
+                }
+                let sequence = data.withUnsafeBytes {
+                    UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
+                }
+                switch conversation.arrival(of: sequence, generation: generation) {
+                case .drop:
+                    continue
+                case .gap:
+                    broken = "message \(sequence) skips a sequence number"
+                case .deliver(let epoch):
+                    var onTaken: (@Sendable () -> Void)?
+                    if tag == ReliabilityStateMachine.Tag.numberedWithReceipt {
+                        onTaken = { @Sendable in conversation.taken(sequence, epoch: epoch) }
+                    }
+                    entries.append(
+                        SessionInbox.Entry(
+                            message: ReceivedMessage(peer: peer, data: Array(data[header...])), onTaken: onTaken))
+                    numbered += 1
+                    numberedBytes += data.count - header
+                }
+                if broken != nil { break }
+            }
+            if !entries.isEmpty { await inbox.push(contentsOf: entries) }
+            if numbered > 0 {
+                let due = conversation.delivered(generation: generation, count: numbered, bytes: numberedBytes)
                 if let ack = due.acknowledge {
                     link.send(.ack(received: ack))
                 } else if due.armFlush {
@@ -219,6 +240,10 @@ extension Session {
                         if let ack = conversation.flush(generation: generation) { link.send(.ack(received: ack)) }
                     }
                 }
+            }
+            if let broken {
+                _ = await connection.close(code: 2, reason: broken)
+                return
             }
         }
     }

@@ -336,8 +336,17 @@ public actor Session {
                 fp, Conversation(byteLimit: configuration.replayBufferBytes, peerName: link.peer.displayName))
         link.generation = conversation.switchLink(to: link)
         link.setHandler { [weak self] link, event in
-            guard let self else { return link.close("the session is gone") }
-            await self.memberEvent(link, event)
+            // Acknowledgements and receipts go straight to the conversation (they are the message path's, and a
+            // replaced link's still count); everything else is the mesh's.
+            switch event {
+            case .message(.ack(let received)):
+                if link.generation == conversation.generation { conversation.acknowledge(upTo: received) }
+            case .message(.delivered(let epoch, let id)):
+                conversation.receipt(id, epoch: epoch)
+            default:
+                guard let self else { return link.close("the session is gone") }
+                await self.memberEvent(link, event)
+            }
         }
         if let first { link.send(first) }
         link.send(.sessions(listenPort: listenPort, current: mesh.sessionID, secrets: mesh.secrets))
@@ -368,12 +377,9 @@ public actor Session {
         let fp = link.fingerprint
         let token = link.token
         guard mesh.isMemberLink(token) else {
-            // A replaced link: receipts and acknowledgements on it still count, and so does a leave.
+            // A replaced link: a leave on it still counts (its acknowledgements and receipts went to the
+            // conversation already).
             switch event {
-            case .message(.delivered(let epoch, let id)):
-                conversations.get(fp)?.receipt(id, epoch: epoch)
-            case .message(.ack(let received)) where link.generation == conversations.get(fp)?.generation:
-                conversations.get(fp)?.acknowledge(upTo: received)
             case .message(.leave(let reason)):
                 perform(mesh.left(token, reason: .left(reason)))
             case .closed(let reason):
@@ -410,8 +416,6 @@ public actor Session {
             }
             startConversation(link, conversation)
             resources.linkResumed(fp)
-        case .message(.ack(let received)):
-            conversations.get(fp)?.acknowledge(upTo: received)
         case .message(.members(let list)):
             perform(mesh.membersReceived(token, list, now: now))
         case .message(.leave(let reason)):
@@ -422,8 +426,6 @@ public actor Session {
             let why = "the inviter withdrew the invitation: \(reason)"
             link.withdrawnReason = why
             perform(mesh.left(token, reason: SessionReason(.invitationWithdrawn, why)))
-        case .message(.delivered(let epoch, let id)):
-            conversations.get(fp)?.receipt(id, epoch: epoch)
         case .message(let message) where message.isResourceMessage:
             resources.handle(message, from: link.peer)
         case .message:

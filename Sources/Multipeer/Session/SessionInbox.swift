@@ -98,6 +98,51 @@ final class SessionInbox: Sendable {
         }
     }
 
+    /// Adds messages in order, as many at a time as there is room for (a waiting reader gets them all at once),
+    /// waiting while the queue is full; drops them if the inbox is finished.
+    func push(contentsOf entries: [Entry]) async {
+        var rest = entries[...]
+        while !rest.isEmpty {
+            enum Step { case delivered(CheckedContinuation<[Entry], Never>, [Entry]), progressed, full, dropped }
+            let step = state.withLock { state -> Step in
+                if state.finished { return .dropped }
+                if state.count == 0, let consumer = state.firstConsumer() {
+                    defer { rest = [] }
+                    return .delivered(consumer, Array(rest))
+                }
+                var added = false
+                while let entry = rest.first,
+                    state.count == 0
+                        || (state.count < messageLimit && state.bytes + entry.message.data.count <= byteLimit)
+                {
+                    state.queue.append(entry)
+                    state.bytes += entry.message.data.count
+                    rest = rest.dropFirst()
+                    added = true
+                }
+                return added ? .progressed : .full
+            }
+            switch step {
+            case .delivered(let consumer, let batch):
+                consumer.resume(returning: batch)
+                return
+            case .dropped:
+                return
+            case .progressed:
+                continue
+            case .full:
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let resumeNow = state.withLock { state -> Bool in
+                        if state.finished || state.count < messageLimit && state.bytes < byteLimit { return true }
+                        state.producers.append(continuation)
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            }
+        }
+    }
+
     /// Up to `limit` messages, waiting for at least one; empty once finished and drained, or when the waiting task
     /// is cancelled. Several readers take turns.
     func next(upTo limit: Int) async -> [Entry] {

@@ -49,35 +49,43 @@ final class Conversation: Sendable {
     /// Numbers a message and keeps it, writing it at once when the link's writer is idle; nil when the replay
     /// buffer is full.
     func trySend(_ data: [UInt8], receipt: Bool) -> Result<UInt64, SessionError>? {
-        let (result, handOff) = state.withLock {
-            state -> (Result<UInt64, SessionError>?, (CheckedContinuation<Entry?, Never>, Entry)?) in
+        enum Then {
+            case nothing
+            case kick(PeerConnection)
+            case handOff(CheckedContinuation<Entry?, Never>, Entry)
+        }
+        let (result, then) = state.withLock { state -> (Result<UInt64, SessionError>?, Then) in
             if let limit = state.messageLimit, data.count + ReliabilityStateMachine.Tag.headerLength > limit {
-                return (.failure(Self.tooLong(data.count, limit: limit, peer: peerName)), nil)
+                return (.failure(Self.tooLong(data.count, limit: limit, peer: peerName)), .nothing)
             }
             switch state.machine.enqueue(data, receipt: receipt) {
-            case .failed(let error): return (.failure(error), nil)
-            case .full: return (nil, nil)
+            case .failed(let error): return (.failure(error), .nothing)
+            case .full: return (nil, .nothing)
             case .queued(let sequence, let write):
-                guard write else { return (.success(sequence), nil) }
-                // In place, under the lock: two senders cannot write out of order.
-                if let connection = state.link?.connection, let frame = state.machine.lastQueuedFrame {
-                    do throws(ConnectionError) {
-                        try connection.trySend(frame)
-                        return (.success(sequence), nil)
-                    } catch {
-                        // Full (or closing): the writer takes it; a closed link's entry is written on the next one.
-                        if case .sendBufferFull = error.code, let entry = state.machine.handToWriter(),
-                            let writer = state.writer
-                        {
-                            state.writer = nil
-                            return (.success(sequence), (writer, entry))
-                        }
-                    }
+                guard write, let connection = state.link?.connection, let frame = state.machine.lastQueuedFrame else {
+                    return (.success(sequence), .nothing)
                 }
-                return (.success(sequence), nil)
+                // Queued on the connection under the lock (two senders cannot write out of order); the loop is
+                // woken after it (waking may write from this thread).
+                do throws(ConnectionError) {
+                    return (.success(sequence), try connection.enqueueWithoutKick(frame) ? .kick(connection) : .nothing)
+                } catch {
+                    // Full (or closing): the writer takes it; a closed link's entry is written on the next one.
+                    if case .sendBufferFull = error.code, let entry = state.machine.handToWriter(),
+                        let writer = state.writer
+                    {
+                        state.writer = nil
+                        return (.success(sequence), .handOff(writer, entry))
+                    }
+                    return (.success(sequence), .nothing)
+                }
             }
         }
-        if let (writer, entry) = handOff { writer.resume(returning: entry) }
+        switch then {
+        case .nothing: break
+        case .kick(let connection): connection.kick()
+        case .handOff(let writer, let entry): writer.resume(returning: entry)
+        }
         return result
     }
 
@@ -123,7 +131,25 @@ final class Conversation: Sendable {
     /// The next entry the writer of `generation`'s link writes, in order, waiting for one; nil once that link is
     /// replaced or the conversation ended.
     func nextToWrite(generation: Int) async -> Entry? {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Entry?, Never>) in
+        // Without a continuation while entries are queued (the writer drains a backlog in a tight loop).
+        var eased: [CheckedContinuation<SessionError?, Never>] = []
+        defer { for waiter in eased { waiter.resume(returning: nil) } }
+        let ready = state.withLock { state -> Entry?? in
+            switch state.machine.nextToWrite(generation: generation) {
+            case .write(let entry):
+                if !state.spaceWaiters.isEmpty, state.machine.backlogEased {
+                    eased = Array(state.spaceWaiters.values)
+                    state.spaceWaiters = [:]
+                }
+                return .some(entry)
+            case .stop: return .some(nil)
+            case .wait:
+                state.machine.writerResumed()
+                return nil
+            }
+        }
+        if let ready { return ready }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Entry?, Never>) in
             let ready = state.withLock { state -> Entry?? in
                 switch state.machine.nextToWrite(generation: generation) {
                 case .write(let entry): return .some(entry)
@@ -217,10 +243,10 @@ final class Conversation: Sendable {
     }
 
     /// A delivered message reached the inbox: returns what became due.
-    func delivered(generation: Int, bytes: Int) -> ReliabilityStateMachine.Delivered {
+    func delivered(generation: Int, count: Int = 1, bytes: Int) -> ReliabilityStateMachine.Delivered {
         let (result, wake) = state.withLock {
             state -> (ReliabilityStateMachine.Delivered, [CheckedContinuation<Void, Never>]) in
-            let result = state.machine.delivered(generation: generation, bytes: bytes)
+            let result = state.machine.delivered(generation: generation, count: count, bytes: bytes)
             guard result.olderDeliveriesDone else { return (result, []) }
             var wake: [CheckedContinuation<Void, Never>] = []
             state.deliveryWaiters.removeAll { waiter in

@@ -39,6 +39,10 @@ struct ReliabilityStateMachine {
         static let expectingReceipts = 65_536
         /// Receipts that came before their sender waited, remembered for it.
         static let earlyReceipts = 4_096
+        /// Messages queued for the link's writer (its connection's buffer was full) before a sender waits: the
+        /// connection's own buffer holds 1 MiB more, so a fast sender is held to the link's pace instead of filling
+        /// the replay buffer (and memory) far ahead of it.
+        static let writerBacklog = 256
         /// How far back a receipt can be early: only one of the last numbers handed out (older ones are repeats
         /// sent after a reconnection).
         static let earlyWindow: UInt64 = 64
@@ -130,13 +134,18 @@ struct ReliabilityStateMachine {
     var received: UInt64 { nextExpected - 1 }
     /// Messages sent and not yet acknowledged.
     var pendingCount: Int { outbox.count - head }
+    /// Messages waiting for the current link's writer (none while there is no link: then only the replay buffer
+    /// bounds what senders queue).
+    var writerBacklog: Int { writeIndex.map { outbox.count - $0 } ?? 0 }
 
     // MARK: Sending
 
     /// Numbers a message and keeps it, if the replay buffer has room (one message always fits).
     mutating func enqueue(_ data: [UInt8], receipt: Bool) -> Enqueued {
         if let failure { return .failed(failure) }
-        guard pendingCount == 0 || outboxBytes + data.count <= byteLimit else { return .full }
+        guard pendingCount == 0 || outboxBytes + data.count <= byteLimit, writerBacklog < Limits.writerBacklog else {
+            return .full
+        }
         let sequence = nextSequence
         nextSequence += 1
         var frame = [UInt8]()
@@ -178,6 +187,9 @@ struct ReliabilityStateMachine {
         writerIdle = true
         return .wait
     }
+
+    /// The writer looked without waiting and found nothing: it is not idle until it actually waits.
+    mutating func writerResumed() { writerIdle = false }
 
     /// What the writer does next.
     enum WriterStep {
@@ -253,7 +265,13 @@ struct ReliabilityStateMachine {
     }
 
     /// Whether a message of `count` bytes fits now.
-    func hasRoom(for count: Int) -> Bool { failure != nil || pendingCount == 0 || outboxBytes + count <= byteLimit }
+    func hasRoom(for count: Int) -> Bool {
+        failure != nil
+            || (pendingCount == 0 || outboxBytes + count <= byteLimit) && writerBacklog < Limits.writerBacklog
+    }
+
+    /// Whether senders waiting for room should look again after the writer took an entry.
+    var backlogEased: Bool { writerBacklog <= Limits.writerBacklog / 2 }
 
     /// Ends the conversation. Returns the numbers never acknowledged.
     mutating func fail(_ error: SessionError) -> [UInt64] {
@@ -293,13 +311,13 @@ struct ReliabilityStateMachine {
         var olderDeliveriesDone = false
     }
 
-    /// A delivered message reached the inbox.
-    mutating func delivered(generation: Int, bytes: Int) -> Delivered {
+    /// `count` delivered messages of `bytes` in all reached the inbox.
+    mutating func delivered(generation: Int, count: Int = 1, bytes: Int) -> Delivered {
         var result = Delivered()
-        let left = inFlight[generation, default: 1] - 1
+        let left = inFlight[generation, default: count] - count
         inFlight[generation] = left > 0 ? left : nil
         result.olderDeliveriesDone = left <= 0
-        unacknowledged += 1
+        unacknowledged += count
         unacknowledgedBytes += bytes
         if unacknowledged >= Limits.acknowledgeEvery || unacknowledgedBytes >= Limits.acknowledgeBytes {
             unacknowledged = 0

@@ -1,0 +1,142 @@
+import MultipeerIO
+import Synchronization
+import TestIsolation
+import Testing
+
+@testable import Multipeer
+
+/// Every wait of a session ends when its task is cancelled, with a result that says so.
+@Suite("Session waits and cancellation", .busy)
+struct SessionCancellationTests {
+    /// Runs `body` in a task, cancels it after `delay`, and returns its result and how long it took after the cancel.
+    static func cancelled<T: Sendable>(after delay: Duration, _ body: @escaping @Sendable () async -> T) async
+        -> (T, Duration)
+    {
+        let task = Task { await body() }
+        try? await Task.sleep(for: delay)
+        let cancelledAt = ContinuousClock.now
+        task.cancel()
+        let value = await task.value
+        return (value, ContinuousClock.now - cancelledAt)
+    }
+
+    @Test func readingMessagesEndsWhenTheReaderIsCancelled() async throws {
+        let alice = try await SessionNode("Alice")
+        let messages = alice.session.messages
+        let (message, took) = await Self.cancelled(after: .milliseconds(100)) {
+            var iterator = messages.makeAsyncIterator()
+            return await iterator.next()
+        }
+        #expect(message == nil)
+        #expect(took < .seconds(2))
+        await alice.shutdown()
+    }
+
+    @Test func anInvitationWaitingForItsAnswerIsWithdrawnWhenCancelled() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        let held = Mutex<Invitation?>(nil)
+        bob.answerInvitations { invitation in held.withLock { $0 = invitation } }
+        let (outcome, took) = await Self.cancelled(after: .milliseconds(500)) {
+            await alice.invite(bob, timeout: .seconds(60))
+        }
+        #expect(outcome == .refused(reason: "the invitation was cancelled"))
+        #expect(took < .seconds(2))
+        // Bob's application sees the invitation withdrawn, not left open until its minute is up.
+        #expect(await waitUntil { held.withLock { $0 }.map { !$0.isOpen } ?? false })
+        #expect(await alice.recorder.wait { $0.hasPrefix("Bob notConnected") } != nil)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func aSendWaitingForRoomEndsWhenCancelled() async throws {
+        var configuration = SessionConfiguration()
+        configuration.replayBufferBytes = 16
+        let alice = try await SessionNode("Alice", configuration: configuration)
+        var quiet = SessionConfiguration()
+        quiet.reconnectGrace = .zero
+        let bob = try await SessionNode("Bob", configuration: quiet)
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        // Bob goes away without a word: nothing acknowledges Alice's messages, so her replay buffer holds her back.
+        await alice.session.memberLink(bob.identity.fingerprint)?.connection.abort()
+        // Only once both saw the link end does Bob go (else his goodbye may still reach Alice before her abort).
+        #expect(
+            await alice.recorder.wait { $0.hasPrefix("Bob reconnecting") } != nil, "\(alice.recorder.states)")
+        #expect(await bob.recorder.wait { $0.hasPrefix("Alice notConnected") } != nil)
+        await bob.shutdown()
+        let session = alice.session
+        let peer = bob.peer
+        _ = await session.send([UInt8](repeating: 1, count: 16), to: [peer])  // one message always fits
+        let (results, took) = await Self.cancelled(after: .milliseconds(200)) {
+            await session.send([UInt8](repeating: 2, count: 16), to: [peer])
+        }
+        guard case .failed(let error)? = results[peer] else {
+            Issue.record("the waiting send was not ended: \(results)")
+            return
+        }
+        #expect(error.code == .cancelled)
+        #expect(took < .seconds(2))
+        await alice.shutdown()
+    }
+
+    @Test func aWaitForAReceiptEndsWhenCancelled() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        // Bob's application never takes the message: no receipt comes.
+        let pending = try await alice.session.sendExpectingReceipt([7], to: bob.peer)
+        let (error, took) = await Self.cancelled(after: .milliseconds(200)) { () -> SessionError? in
+            do throws(SessionError) {
+                try await pending.delivered()
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(error?.code == .cancelled)
+        #expect(took < .seconds(2))
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func waitingForAPeerWithConnectionDataEndsWhenCancelled() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        // The higher fingerprint waits to be dialed.
+        let (low, high) =
+            alice.identity.fingerprint.bytes.lexicographicallyPrecedes(bob.identity.fingerprint.bytes)
+            ? (alice, bob) : (bob, alice)
+        let data = try await low.session.connectionData(for: high.peer)
+        let session = high.session
+        let peer = low.peer
+        let (outcome, took) = await Self.cancelled(after: .milliseconds(200)) {
+            await session.connect(peer, connectionData: data, timeout: .seconds(60))
+        }
+        #expect(outcome == .refused(reason: "cancelled by this side"))
+        #expect(took < .seconds(2))
+        #expect(await high.recorder.wait { $0.hasPrefix("\(peer.displayName) notConnected") } != nil)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
+    @Test func leavingReturnsAtOnceWhenCancelled() async throws {
+        let alice = try await SessionNode("Alice")
+        let bob = try await SessionNode("Bob")
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        let session = alice.session
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            let started = ContinuousClock.now
+            await session.disconnect()
+            return ContinuousClock.now - started
+        }
+        #expect(await task.value < .seconds(2))
+        // It still left: Bob sees it.
+        #expect(await bob.recorder.wait { $0 == "Alice notConnected: left" } != nil)
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+}
