@@ -94,6 +94,45 @@ extension CompatibilitySuites {
             #expect(throws: MCError.self) { try pair.bobSession.startStream(withName: "x", toPeer: stranger) }
         }
 
+        /// Apple's usual shape: a host advertises and accepts, guests browse and invite it; the host's session
+        /// introduces the guests to each other, so every guest ends connected to every other.
+        @Test func guestsThatInviteAHostAreConnectedToEachOther() async throws {
+            FacadeTestSetup.prepare()
+            let service = FacadeTestSetup.serviceType()
+            let host = MCPeerID(displayName: "Host")
+            let hostSession = MCSession(peer: host, securityIdentity: nil, encryptionPreference: .required)
+            let hostLog = Recorder("Host")
+            hostSession.delegate = hostLog
+            hostLog.accepting.withLock { $0 = hostSession }
+            let advertiser = MCNearbyServiceAdvertiser(peer: host, discoveryInfo: nil, serviceType: service)
+            advertiser.delegate = hostLog
+            advertiser.startAdvertisingPeer()
+            var guests: [(MCSession, Recorder, MCNearbyServiceBrowser)] = []
+            for index in 0..<3 {
+                let peer = MCPeerID(displayName: "Guest\(index)")
+                let session = MCSession(peer: peer, securityIdentity: nil, encryptionPreference: .required)
+                let log = Recorder("Guest\(index)")
+                session.delegate = log
+                let browser = MCNearbyServiceBrowser(peer: peer, serviceType: service)
+                browser.delegate = log
+                browser.startBrowsingForPeers()
+                guests.append((session, log, browser))
+            }
+            for (session, log, browser) in guests {
+                #expect(await soon { log.snapshot().found.keys.contains(host) })
+                browser.invitePeer(host, to: session, withContext: nil, timeout: 10)
+            }
+            let meshed = await soon { guests.allSatisfy { $0.0.connectedPeers.count == 3 } }
+            #expect(meshed, "\(guests.map { $0.0.connectedPeers.map(\.displayName).sorted() })")
+            #expect(hostSession.connectedPeers.count == 3)
+            for (session, _, browser) in guests {
+                browser.stopBrowsingForPeers()
+                session.disconnect()
+            }
+            advertiser.stopAdvertisingPeer()
+            hostSession.disconnect()
+        }
+
         @Test func aDeclinedInvitationEndsNotConnectedAndSaysWhy() async throws {
             let pair = Pair()
             defer { pair.stop() }
