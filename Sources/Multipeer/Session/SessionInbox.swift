@@ -63,41 +63,6 @@ final class SessionInbox: Sendable {
         self.byteLimit = byteLimit
     }
 
-    /// Adds a message, waiting while the queue is full; drops it if the inbox is finished.
-    func push(_ entry: Entry) async {
-        while true {
-            enum Step { case delivered(CheckedContinuation<[Entry], Never>), queued, full, dropped }
-            let step = state.withLock { state -> Step in
-                if state.finished { return .dropped }
-                if state.count == 0, let consumer = state.firstConsumer() { return .delivered(consumer) }
-                // Always admit one message, however large, so a message bigger than the byte limit still passes.
-                guard
-                    state.count == 0
-                        || (state.count < messageLimit && state.bytes + entry.message.data.count <= byteLimit)
-                else { return .full }
-                state.queue.append(entry)
-                state.bytes += entry.message.data.count
-                return .queued
-            }
-            switch step {
-            case .delivered(let consumer):
-                consumer.resume(returning: [entry])
-                return
-            case .queued, .dropped:
-                return
-            case .full:
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let resumeNow = state.withLock { state -> Bool in
-                        if state.finished || state.count < messageLimit && state.bytes < byteLimit { return true }
-                        state.producers.append(continuation)
-                        return false
-                    }
-                    if resumeNow { continuation.resume() }
-                }
-            }
-        }
-    }
-
     /// Adds messages in order, as many at a time as there is room for (a waiting reader gets them all at once),
     /// waiting while the queue is full; drops them if the inbox is finished.
     func push(contentsOf entries: [Entry]) async {

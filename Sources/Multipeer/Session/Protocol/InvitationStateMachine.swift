@@ -255,21 +255,21 @@ struct InviteeStateMachine {
 
     /// The inviter sent `inviteCancel`.
     mutating func withdrawnByInviter(_ reason: String) -> [Action] {
-        withdrawn = withdrawn ?? "the inviter withdrew the invitation: \(reason)"
-        var actions: [Action] = [.closeLink("invitation withdrawn")]
-        if phase == .pending {
-            phase = .closed("was withdrawn by the inviter: \(reason)")
-            actions.insert(.release, at: 0)
-        }
-        return actions
+        withdraw(
+            "the inviter withdrew the invitation: \(reason)", closing: "was withdrawn by the inviter: \(reason)",
+            link: "invitation withdrawn")
     }
 
     /// The inviter left its session before the answer: the same as withdrawing the invitation.
     mutating func inviterLeft() -> [Action] {
-        withdrawn = withdrawn ?? "left"
-        var actions: [Action] = [.closeLink("the inviter left")]
+        withdraw("left", closing: "was withdrawn: the inviter left", link: "the inviter left")
+    }
+
+    private mutating func withdraw(_ why: String, closing: String, link: String) -> [Action] {
+        withdrawn = withdrawn ?? why
+        var actions: [Action] = [.closeLink(link)]
         if phase == .pending {
-            phase = .closed("was withdrawn: the inviter left")
+            phase = .closed(closing)
             actions.insert(.release, at: 0)
         }
         return actions
