@@ -233,13 +233,19 @@ struct FullScreenTests {
         defer { Self.cleanUp(folder, socket) }
         let service = "mp-tmux-\(UInt16.random(in: 0...UInt16.max))"
         for (session, name) in [("one", "Tee"), ("two", "Vee")] {
+            // The library's log goes to a file of the test's, shown when an expectation fails.
             let command =
-                "XDG_DATA_HOME=\(folder.path)/\(name) \(binary) colors \(service) --name \(name) --loopback; "
-                + "echo exited $?; sleep 30"
+                "XDG_DATA_HOME=\(folder.path)/\(name) \(binary) colors \(service) --name \(name) --loopback "
+                + "--log-level info 2>\(folder.path)/\(name).log; echo exited $?; sleep 30"
             _ = try Self.tmux(socket, ["new-session", "-d", "-s", session, "-x", "80", "-y", "20", command])
         }
         let joined = try await Self.waitFor(socket, "two") { $0.contains("connected (1): Tee") }
-        #expect(joined.contains("multipeer colors") && joined.contains("color: none yet"), "\(joined)")
+        func logs() -> String {
+            ["Tee", "Vee"].map { name in
+                "\(name): " + ((try? String(contentsOfFile: "\(folder.path)/\(name).log", encoding: .utf8)) ?? "no log")
+            }.joined(separator: "\n")
+        }
+        #expect(joined.contains("multipeer colors") && joined.contains("color: none yet"), "\(joined)\n\(logs())")
         _ = try Self.tmux(socket, ["send-keys", "-t", "one", "3"])
         let colored = try await Self.waitFor(socket, "two", escapes: true) { $0.contains("picked by Tee") }
         #expect(colored.contains("color: yellow (picked by Tee)"), "\(colored)")

@@ -48,9 +48,9 @@ struct InvitationStateMachineTests {
             } else {
                 // Accepted: the mesh decides whether the link is kept.
                 #expect(actions == [.admit])
-                #expect(
-                    machine.admitted(kept: false, isMember: false, disconnected: false, maximumPeers: 8)
-                        == [.finish(.refused(reason: "this session is full (8 peers)"))])
+                let turnedAway = machine.admitted(
+                    kept: false, isMember: false, disconnected: false, refusal: "the session is full (8 peers)")
+                #expect(turnedAway == [.finish(.refused(reason: "the session is full (8 peers)"))])
             }
         }
         // An answer to another invitation, or another message, breaks the protocol.

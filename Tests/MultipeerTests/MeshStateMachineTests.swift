@@ -265,7 +265,7 @@ struct MeshStateMachineTests {
         // Mallory's share: as many as the session holds (4); each dialed once (the dials fail).
         #expect(alice.dials.count <= 4)
         for dial in alice.dials {
-            alice.step { m, _ in m.joinDialFailed(dial.member.fingerprint, reason: "refused") }
+            alice.step { m, _ in m.joinDialFailed(dial, reason: "refused") }
         }
         let dialsBefore = alice.dials.count
         for _ in 0..<10 { alice.step { m, now in m.membersReceived(mallory.token, (0..<20).map(ghost), now: now) } }
@@ -318,7 +318,8 @@ struct MeshStateMachineTests {
         #expect(!alice.mesh.isMember(Self.bob.claimedFingerprint))
         alice.advance(by: .milliseconds(250))
         #expect(alice.dials.count == 2)
-        alice.step { m, _ in m.joinDialFailed(Self.bob.claimedFingerprint, reason: "refused") }
+        let second = alice.dials[1]
+        alice.step { m, _ in m.joinDialFailed(second, reason: "refused") }
         alice.advance(by: .seconds(10))
         #expect(
             alice.reports.last?.hasPrefix("Bob notConnected: connection lost: reset; not back within 10.0 seconds")
@@ -424,5 +425,88 @@ extension MeshStateMachineTests.Side {
             return actions
         }
         return (result!, log)
+    }
+}
+
+/// Defects a review of the state machines found, each pinned.
+extension MeshStateMachineTests {
+    @Test func aJoinWhoseLinkEndsWhileTheHookThinksIsNotAdmitted() {
+        var carol = Side(rank: 3)
+        let alice = carol.member(Self.alice)
+        let bob = SessionWire.Member(
+            fingerprint: Self.bob.claimedFingerprint, displayName: "Bob",
+            sessionID: [UInt8](repeating: 0x77, count: 16),
+            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 2)), port: 7002)])
+        carol.step { m, now in m.membersReceived(alice.token, [bob], now: now) }
+        let join = carol.link(Self.bob, dialer: false)
+        carol.step { m, now in m.joinRequested(join, now: now) }
+        #expect(carol.reports.last == "Bob connecting: joining through an introduction")
+        // The hook is still thinking when the link ends; its late yes admits nothing.
+        carol.step { m, now in m.linkClosed(join.token, reason: "gone", withdrawn: nil, now: now) }
+        carol.step { m, now in m.joinVerified(join, decision: .accept, now: now) }
+        #expect(!carol.mesh.isMember(Self.bob.claimedFingerprint))
+        #expect(carol.reports.last == "Bob notConnected: gone")
+        #expect(carol.mesh.owner(of: join.token) == nil)
+    }
+
+    @Test func aDialsResultIsTakenOnlyForThatDial() {
+        var alice = Side(rank: 1, grace: .seconds(1))
+        let bob = alice.member(Self.bob)
+        alice.step { m, now in m.linkClosed(bob.token, reason: "lost", withdrawn: nil, now: now) }
+        let redial = alice.dials[0]
+        #expect(redial.isReconnection)
+        // The grace ends while the redial is under way; then Bob is introduced again and dialed anew.
+        alice.advance(by: .seconds(1))
+        let carolsLink = alice.member(Self.carol)
+        let again = SessionWire.Member(
+            fingerprint: Self.bob.claimedFingerprint, displayName: "Bob",
+            sessionID: [UInt8](repeating: 0x77, count: 16),
+            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 2)), port: 7002)])
+        alice.step { m, now in m.membersReceived(carolsLink.token, [again], now: now) }
+        let introduced = alice.dials[1]
+        #expect(!introduced.isReconnection && introduced.id != redial.id)
+        // The old redial's connection comes in: not taken for the introduction's (which would skip the hook).
+        let late = alice.link(Self.bob, dialer: true)
+        alice.step { m, _ in m.joinDialConnected(late, expected: redial) }
+        #expect(alice.closed(late.token))
+        #expect(!alice.log.contains { if case .sendJoin(late.token, _) = $0 { true } else { false } })
+        // The introduction's own dial goes on to the hook.
+        let own = alice.link(Self.bob, dialer: true)
+        alice.step { m, _ in m.joinDialConnected(own, expected: introduced) }
+        #expect(alice.log.contains { if case .verify(own.token, incoming: false) = $0 { true } else { false } })
+    }
+
+    @Test func aRepeatedIntroductionIsDialedOnceInItsCooldownAndJoinsWaitingAreBounded() {
+        var alice = Side(rank: 1, maximumPeers: 2)
+        let mallory = alice.member(Self.peer("Mallory", 9))
+        let ghost = SessionWire.Member(
+            fingerprint: Self.fingerprint(0xF0), displayName: "Ghost", sessionID: [UInt8](repeating: 0x77, count: 16),
+            addresses: [SocketAddress(.v4(IPv4Address(192, 0, 2, 1)), port: 9)])
+        var maximum = Side(rank: 1, maximumPeers: 8)
+        let introducer = maximum.member(Self.peer("Mallory", 9))
+        maximum.step { m, now in m.membersReceived(introducer.token, [ghost], now: now) }
+        let first = maximum.dials[0]
+        maximum.step { m, _ in m.joinDialFailed(first, reason: "refused") }
+        // Lifetime after lifetime, the introduction is repeated: one dial per cooldown, not one per 30 s.
+        for _ in 0..<9 {
+            maximum.advance(by: .seconds(31))
+            maximum.step { m, now in m.membersReceived(introducer.token, [ghost], now: now) }
+        }
+        #expect(maximum.dials.count == 1)
+        maximum.advance(by: .seconds(300))
+        maximum.step { m, now in m.membersReceived(introducer.token, [ghost], now: now) }
+        #expect(maximum.dials.count == 2)
+        // Joins that wait for an introduction: at most 4 × maximumPeers, the rest refused at once.
+        _ = mallory
+        for rank in 0..<10 {
+            let join = alice.link(Self.peer("Stranger", 0x80 + UInt8(rank)), dialer: false)
+            alice.step { m, now in m.joinRequested(join, now: now) }
+            if rank >= 8 {
+                #expect(
+                    alice.sent(on: join.token).first
+                        == .joinAnswer(
+                            accepted: false, reason: "too many joins are waiting here for their introduction"))
+            }
+        }
     }
 }

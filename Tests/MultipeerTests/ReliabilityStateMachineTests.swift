@@ -149,4 +149,32 @@ struct ReliabilityStateMachineTests {
         _ = receiver.switchLink()
         #expect(receiver.flush(generation: link) == nil)
     }
+
+    @Test func aLinkThatEndsNoLongerHoldsSendersBackWithItsBacklog() {
+        var sender = ReliabilityStateMachine(byteLimit: 1 << 30, epoch: 1)
+        _ = sender.resume(epoch: 2, knowsOurEpoch: false, peerReceived: 0, generation: sender.switchLink())
+        _ = Self.queued(&sender, ReliabilityStateMachine.Limits.writerBacklog)
+        #expect(sender.enqueue([1], receipt: false) == .full)
+        sender.linkEnded()
+        #expect(sender.writerBacklog == 0 && sender.hasRoom(for: 1))
+    }
+
+    @Test func aNewIncarnationIsCountedSoOldWaitsForReceiptsEnd() async {
+        let conversation = Conversation(byteLimit: 1 << 20, peerName: "Bob")
+        _ = conversation.resume(epoch: 5, knowsOurEpoch: false, peerReceived: 0, generation: 0)
+        guard case .success(let (sequence, incarnation)) = await conversation.sendForReceipt([1]) else {
+            Issue.record("not queued")
+            return
+        }
+        // Bob restarts before the application waits: the wait must not be the new incarnation's message 1's.
+        _ = conversation.resume(epoch: 6, knowsOurEpoch: false, peerReceived: 0, generation: 0)
+        await #expect(throws: SessionError.self) {
+            try await conversation.awaitReceipt(sequence, incarnation: incarnation)
+        }
+        // The same number, the new incarnation's, is confirmed by the new incarnation's receipt.
+        guard case .success(let (again, now)) = await conversation.sendForReceipt([2]) else { return }
+        #expect(again == sequence && now == incarnation + 1)
+        conversation.receipt(again, epoch: conversation.myEpoch)
+        await #expect(throws: Never.self) { try await conversation.awaitReceipt(again, incarnation: now) }
+    }
 }

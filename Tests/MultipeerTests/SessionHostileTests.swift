@@ -231,6 +231,22 @@ struct SessionHostileTests {
         for node in [alice, bob, carol] { await node.shutdown() }
     }
 
+    /// Invitations the session does not keep (its hook refuses them) leave nothing behind in it.
+    @Test func refusedInvitationsLeaveNoLinkBehind() async throws {
+        var configuration = SessionConfiguration()
+        configuration.verifyPeer = { _ in .refuse(reason: "no strangers") }
+        let bob = try await SessionNode("Bob", configuration: configuration)
+        bob.acceptAll()
+        for index in 0..<10 {
+            let mallory = try await HandDrivenPeer(try PeerIdentity.generate(displayName: "Mallory\(index)"), to: bob)
+            #expect(try await mallory.inviteAndJoin() == false)
+            _ = await mallory.connection.closed()
+        }
+        #expect(await waitUntil { await bob.session.linkCount == 0 })
+        #expect(await bob.session.linkCount == 0)
+        await bob.shutdown()
+    }
+
     @Test func aHostileOversizedContextIsRefusedByTheDecoder() async throws {
         let bob = try await SessionNode("Bob")
         let connection = try await Self.rawConnection(to: bob)

@@ -168,11 +168,12 @@ extension Session {
                 links[link.token] = link
                 let (kept, admitted) = mesh.admit(facts(link), .theyAccepted, now: now)
                 perform(admitted)
+                if mesh.owner(of: link.token) == nil { links[link.token] = nil }
                 let fp = link.fingerprint
+                let refusal = kept ? nil : mesh.lastTurnAway
                 performInviter(waiter) {
                     $0.admitted(
-                        kept: kept, isMember: mesh.isMember(fp), disconnected: mesh.isDisconnected,
-                        maximumPeers: configuration.maximumPeers)
+                        kept: kept, isMember: mesh.isMember(fp), disconnected: mesh.isDisconnected, refusal: refusal)
                 }
             case .finish(let outcome):
                 invitation.dial?.cancel()
@@ -205,6 +206,8 @@ extension Session {
         if !mesh.isDisconnected, invitation.listener.groupSecret != configuration.groupSecret {
             throw refuse(.refused, "group secret: the advertiser's group secret differs from the session's")
         }
+        // However the acceptance ends, a link the mesh did not keep is not kept here either.
+        defer { if mesh.owner(of: token) == nil { links[token] = nil } }
         let facts = facts(link)
         let (check, actions) = mesh.acceptRequested(
             facts, inviterRequiresEncryption: invitation.inviterEncryption == .required)

@@ -33,10 +33,9 @@ extension Session {
     }
 
     private func joinDialed(_ result: Result<PeerConnection, ConnectionError>, _ dial: MeshStateMachine.Dial) {
-        let fp = dial.member.fingerprint
         switch result {
         case .failure(let error):
-            perform(mesh.joinDialFailed(fp, reason: error.reason))
+            perform(mesh.joinDialFailed(dial, reason: error.reason))
         case .success(let made):
             let link = Link(connection: made, isDialer: true, linkID: SecureRandom.bytes(SessionWire.idLength))
             links[link.token] = link
@@ -158,15 +157,16 @@ extension Session {
         }
         guard directWaiters[fp] == nil else { return .refused(reason: "already waiting for \(data.displayName)") }
         perform(mesh.waitForDial(named))
+        let id = makeWaiter()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<InvitationOutcome, Never>) in
                 let timer = SessionTimer(after: timeout, on: network.loop) { [weak self] in
-                    Task { await self?.stopWaiting(for: fp, .timedOut) }
+                    Task { await self?.stopWaiting(for: fp, .timedOut, id: id) }
                 }
-                directWaiters[fp] = (continuation, timer)
+                directWaiters[fp] = (id, continuation, timer)
             }
         } onCancel: {
-            Task { await self.stopWaiting(for: fp, .refused(reason: "cancelled by this side")) }
+            Task { await self.stopWaiting(for: fp, .refused(reason: "cancelled by this side"), id: id) }
         }
     }
 
@@ -178,8 +178,10 @@ extension Session {
         stopWaiting(for: fp, .refused(reason: "cancelled by this side"))
     }
 
-    func stopWaiting(for fp: PeerFingerprint, _ outcome: InvitationOutcome) {
-        guard let waiter = directWaiters.removeValue(forKey: fp) else { return }
+    /// Ends the wait for `fp`'s dial (only the wait `id`, when given).
+    func stopWaiting(for fp: PeerFingerprint, _ outcome: InvitationOutcome, id: Int? = nil) {
+        guard let waiter = directWaiters[fp], id == nil || waiter.id == id else { return }
+        directWaiters[fp] = nil
         waiter.timer.cancel()
         perform(mesh.waitForDialEnded(fp, outcome))
         waiter.continuation.resume(returning: outcome)

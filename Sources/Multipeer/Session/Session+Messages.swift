@@ -40,7 +40,8 @@ extension Session {
     }
 
     /// The messages members send, in each sender's order; ends when the session disconnects. Several readers
-    /// share them (each message goes to one).
+    /// share them (each message goes to one, and each reader takes up to 64 at a time: an iterator dropped before it
+    /// handed out what it took gives the rest back, which another reader then gets after what it already had).
     public nonisolated var messages: Messages { Messages(inbox: inbox) }
 
     // MARK: Sending
@@ -106,12 +107,24 @@ extension Session {
                     "a message of \(data.count) bytes is longer than \(peer.displayName) accepts (\(limit - 1)); "
                         + "send larger data as a stream or a resource"))
         }
+        let message = [ReliabilityStateMachine.Tag.unnumbered] + data
         do {
-            try await link.connection.sendUnreliable([ReliabilityStateMachine.Tag.unnumbered] + data)
+            // A datagram when it fits one; otherwise on the link, but dropped rather than waited for when the
+            // link is behind (an unreliable message is never queued behind others).
+            if let limit = link.connection.datagramPayloadLimit, message.count <= limit {
+                try await link.connection.sendUnreliable(message)
+            } else {
+                try link.connection.trySend(message)
+            }
             return .enqueued(0)
         } catch {
             switch error.code {
             case .messageTooLarge: return .failed(SessionError(.invalidParameter, error.reason, connectionError: error))
+            case .sendBufferFull:
+                return .failed(
+                    SessionError(
+                        .unavailable, "dropped: the link to \(link.peer.displayName) is behind", connectionError: error)
+                )
             default:
                 return .failed(
                     SessionError(
@@ -138,8 +151,9 @@ extension Session {
         -> PendingDelivery
     {
         guard let conversation = conversations.get(peer.claimedFingerprint) else { throw Self.notConnected(peer) }
-        switch await conversation.send(data, receipt: true) {
-        case .success(let sequence): return PendingDelivery(peer: peer, sequence: sequence, conversation: conversation)
+        switch await conversation.sendForReceipt(data) {
+        case .success(let (sequence, incarnation)):
+            return PendingDelivery(peer: peer, sequence: sequence, conversation: conversation, incarnation: incarnation)
         case .failure(let error): throw error
         }
     }
@@ -156,9 +170,14 @@ extension Session {
         // from another thread the loop drains what accumulated in one go.
         Task {
             while let entry = await conversation.nextToWrite(generation: generation) {
-                do {
+                do throws(ConnectionError) {
                     try await connection.send(entry.frame)
                 } catch {
+                    // A closing link: the next one writes the rest. Anything else (a message longer than this
+                    // link's peer accepts) would stall the conversation on a link that stays up: end the link.
+                    if connection.closeReason == nil {
+                        _ = await connection.close(code: 2, reason: "message \(entry.sequence): \(error.reason)")
+                    }
                     break
                 }
             }

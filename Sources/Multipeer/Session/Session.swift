@@ -51,8 +51,9 @@ public actor Session {
     /// Connection tickets this session issued (``connectionData(for:)``).
     var tickets = ConnectionTickets()
     /// Peers this side waits for after ``connect(_:connectionData:timeout:)`` (the lower fingerprint dials).
+    /// Each wait has an id, so a late timer or cancellation of an ended wait cannot end a newer one.
     var directWaiters:
-        [PeerFingerprint: (continuation: CheckedContinuation<InvitationOutcome, Never>, timer: SessionTimer)] =
+        [PeerFingerprint: (id: Int, continuation: CheckedContinuation<InvitationOutcome, Never>, timer: SessionTimer)] =
             [:]
 
     /// An invitation this side sends.
@@ -112,6 +113,9 @@ public actor Session {
 
     /// The time on the event loop's clock (a manual clock in tests).
     var now: IOInstant { network.loop.clock.now() }
+
+    /// How many links the session holds (tests check nothing is kept that the mesh let go).
+    var linkCount: Int { links.count }
 
     /// The member link of a peer.
     func memberLink(_ fingerprint: PeerFingerprint) -> Link? { mesh.memberLink(of: fingerprint).flatMap { links[$0] } }
@@ -269,9 +273,20 @@ public actor Session {
             case .send(let token, let message):
                 links[token]?.send(message)
             case .close(let token, let reason):
-                links[token]?.close(reason)
+                // The mesh is done with it: what comes on it later (its end) needs no map entry.
+                links.removeValue(forKey: token)?.close(reason)
             case .adopt(let token, let first):
-                if let link = links[token] { adopt(link, first: first) }
+                guard let link = links[token] else {
+                    // Its link ended before it was adopted: there is no member to keep.
+                    perform(mesh.linkClosed(token, reason: "the link ended", withdrawn: nil, now: now))
+                    continue
+                }
+                adopt(link, first: first)
+            case .watch(let token):
+                links[token]?.setHandler { [weak self] link, event in
+                    guard let self else { return link.close("the session is gone") }
+                    await self.memberEvent(link, event)
+                }
             case .endConversation(let peer, let reason):
                 endConversation(peer, reason: reason)
             case .dial(let dial):

@@ -79,6 +79,8 @@ public struct PendingDelivery: Sendable {
     /// The message's number (as `send` returns it).
     public let sequence: UInt64
     let conversation: Conversation
+    /// The peer's incarnation the message was numbered in.
+    let incarnation: Int
 
     /// Returns once the peer's application has taken the message from its session's `messages` (it is handed the
     /// messages in order, after everything sent before). Call it once.
@@ -86,6 +88,6 @@ public struct PendingDelivery: Sendable {
     ///   grace, or restarted), `cancelled` when this session disconnected or the calling task was cancelled,
     ///   `invalidParameter` when already waiting.
     public func delivered() async throws(SessionError) {
-        try await conversation.awaitReceipt(sequence)
+        try await conversation.awaitReceipt(sequence, incarnation: incarnation)
     }
 }

@@ -96,9 +96,15 @@ final class SessionInbox: Sendable {
             case .progressed:
                 continue
             case .full:
+                // Parked until the next entry fits by the very rule that adds it (a looser rule would spin).
+                let next = rest.first?.message.data.count ?? 0
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state -> Bool in
-                        if state.finished || state.count < messageLimit && state.bytes < byteLimit { return true }
+                        if state.finished || state.count == 0
+                            || (state.count < messageLimit && state.bytes + next <= byteLimit)
+                        {
+                            return true
+                        }
                         state.producers.append(continuation)
                         return false
                     }

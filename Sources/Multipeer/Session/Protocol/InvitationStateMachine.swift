@@ -118,12 +118,12 @@ struct InviterStateMachine {
         }
     }
 
-    /// The mesh kept the link (or the peer is a member anyway), or turned it away.
-    mutating func admitted(kept: Bool, isMember: Bool, disconnected: Bool, maximumPeers: Int) -> [Action] {
+    /// The mesh kept the link (or the peer is a member anyway), or turned it away and why.
+    mutating func admitted(kept: Bool, isMember: Bool, disconnected: Bool, refusal: String?) -> [Action] {
         guard phase == .admitting else { return [] }
         if kept || isMember { return finish(.accepted) }
         if disconnected { return finish(.refused(reason: "the session was disconnected")) }
-        return finish(.refused(reason: "this session is full (\(maximumPeers) peers)"))
+        return finish(.refused(reason: refusal ?? "this side's session turned the link away"))
     }
 
     /// The connection ended before the answer.

@@ -29,6 +29,9 @@ struct MeshStateMachine {
         /// How long an introduction that neither joined nor was dialed is kept: longer than a dial with busy
         /// retries (10 s) and a verification hook take, short enough that peers that never come do not stay.
         var introductionLifetime: Duration = .seconds(30)
+        /// How long an introduction that was dialed (and did not join) is kept, so that repeating it does not make
+        /// this side dial again: a member can make this side dial an address of its choice at most this often.
+        var introductionCooldown: Duration = .seconds(300)
         /// How long an incoming join waits for the introduction that names its dialer (the two race).
         var introductionWait: Duration = .seconds(5)
         /// How long an invitation answered "already connected" waits for the link it means to be adopted here.
@@ -114,7 +117,8 @@ struct MeshStateMachine {
 
     /// This side's dial of a join (an introduction or a reconnection).
     enum JoinDial: Sendable, Equatable {
-        case dialing
+        /// Dialing; the dial's result is known by its id (an older dial's is not taken for it).
+        case dialing(id: Int)
         /// Connected, checking the connection (and asking the hook).
         case checking(LinkToken)
         /// The join was sent on this link; the answer is awaited.
@@ -141,7 +145,9 @@ struct MeshStateMachine {
         var introducers: Set<PeerFingerprint>
         /// Dialed once (or being dialed): repeats of the introduction do not dial again.
         var dialed = false
-        let timer: Int
+        /// Its lifetime passed after it was dialed: it stays for the cooldown, then goes.
+        var cooling = false
+        var timer: Int
     }
 
     /// An incoming join waiting for the introduction that names its dialer.
@@ -217,6 +223,8 @@ struct MeshStateMachine {
         /// The identity the connection must prove (TLS), or nil to accept a plaintext claim.
         let expecting: PeerFingerprint?
         let isReconnection: Bool
+        /// Which dial this is, for ``joinDialConnected(_:expected:)`` and ``joinDialFailed(_:reason:)``.
+        let id: Int
     }
 
     /// Time-driven events.
@@ -263,6 +271,9 @@ struct MeshStateMachine {
         case finishInvitation(waiter: Int, InvitationOutcome)
         /// The peer connected: tickets issued for it are withdrawn, a wait for its dial ends.
         case connected(PeerFingerprint)
+        /// A link that lost the duplicate-link rule stays open a moment: what comes on it (a `leave`, its end) is
+        /// the mesh's until then.
+        case watch(LinkToken)
     }
 
     let local: PeerFingerprint
@@ -274,6 +285,8 @@ struct MeshStateMachine {
     private(set) var sessionID: [UInt8]
     private(set) var secrets: [[UInt8]: [UInt8]]
     private(set) var isDisconnected = false
+    /// Why the last link ``admit(_:_:now:)`` turned away was turned away.
+    private(set) var lastTurnAway: String?
     private var nextID = 0
 
     init(local: PeerFingerprint, configuration: Configuration, sessionID: [UInt8], secret: [UInt8]) {
@@ -502,6 +515,7 @@ struct MeshStateMachine {
         var actions: [Action] = []
         linkOwners[facts.token] = fp
         func turnAway(_ why: String, closeAfterGrace: Bool) {
+            lastTurnAway = why
             switch admission {
             case .weAccept(let id):
                 actions.append(
@@ -517,6 +531,7 @@ struct MeshStateMachine {
             }
             if closeAfterGrace {
                 replacedLinks[facts.token] = facts
+                actions.append(.watch(facts.token))
                 actions.append(.schedule(.closeReplaced(facts.token), after: configuration.duplicateGrace))
             } else {
                 actions.append(.close(facts.token, why))
@@ -525,10 +540,11 @@ struct MeshStateMachine {
         }
         var entry = entries[fp] ?? Entry(peer: facts.peer)
         entry.attempts.admitting.remove(facts.token)
-        if case .awaitingAnswer(let token) = entry.attempts.joinDial, token == facts.token {
+        if entry.attempts.joinDial == .awaitingAnswer(facts.token) || entry.attempts.joinDial == .checking(facts.token)
+        {
             entry.attempts.joinDial = nil
         }
-        if case .checking(let token) = entry.attempts.joinDial, token == facts.token { entry.attempts.joinDial = nil }
+        pendingDialFacts[facts.token] = nil
         entries[fp] = entry
         if isDisconnected {
             turnAway("the member left the session", closeAfterGrace: false)
@@ -715,19 +731,20 @@ struct MeshStateMachine {
         entry.introduction = introduction
         entries[fp] = entry
         var actions: [Action] = []
+        let id = makeID()
         update(fp, reason: SessionReason(.introduced, "introduced by \(introducer)"), into: &actions) {
-            $0.attempts.joinDial = .dialing
+            $0.attempts.joinDial = .dialing(id: id)
         }
         actions.append(
             .dial(
                 Dial(
                     member: introduction.member, expecting: configuration.encryption == .required ? fp : nil,
-                    isReconnection: false)))
+                    isReconnection: false, id: id)))
         return actions
     }
 
     private var joinsUnderWay: Int {
-        entries.values.reduce(0) { $0 + ($1.attempts.joinDial == nil || $1.isReconnecting ? 0 : 1) }
+        entries.values.reduce(0) { $0 + ($1.attempts.joinDial == nil || $1.isReconnecting || $1.isMember ? 0 : 1) }
     }
 
     /// A member's `leave` (or the inviter's cancel on the link this side just adopted): it is gone for good.
@@ -770,13 +787,12 @@ struct MeshStateMachine {
         switch entry.attempts.joinDial {
         case .checking(let token), .awaitingAnswer(let token):
             actions.append(.close(token, "the member left"))
-            pendingDialFacts[token] = nil
             linkOwners[token] = nil
         case .dialing, nil:
             break
         }
+        clearJoinDial(fp)
         update(fp, reason: reason, into: &actions) { entry in
-            entry.attempts.joinDial = nil
             entry.phase = .absent
             entry.proven = false
             entry.lastAddress = nil
@@ -818,6 +834,12 @@ struct MeshStateMachine {
         if entry.attempts.joinDial == .awaitingAnswer(token) || entry.attempts.joinDial == .checking(token) {
             actions += joinAttemptFailed(fp, SessionReason(.joinFailed, reason))
         }
+        // An incoming join whose link ended while the hook was asked: nothing is left to admit.
+        if entry.attempts.admitting.contains(token) {
+            update(fp, reason: SessionReason(.joinFailed, reason), into: &actions) {
+                $0.attempts.admitting.remove(token)
+            }
+        }
         entries[fp]?.pendingJoins[token] = nil
         entry = entries[fp] ?? entry
         guard let member = entry.member, member.facts.token == token else {
@@ -853,7 +875,8 @@ struct MeshStateMachine {
             entry.attempts.invitations == 0, !reconnection.addresses.isEmpty, secrets[reconnection.sessionID] != nil,
             !isDisconnected
         else { return [] }
-        entry.attempts.joinDial = .dialing
+        let id = makeID()
+        entry.attempts.joinDial = .dialing(id: id)
         entry.retryTimer = nil
         entries[fp] = entry
         let member = SessionWire.Member(
@@ -863,15 +886,17 @@ struct MeshStateMachine {
             .dial(
                 Dial(
                     member: member, expecting: configuration.encryption == .required || entry.proven ? fp : nil,
-                    isReconnection: true))
+                    isReconnection: true, id: id))
         ]
     }
 
     // MARK: Joins this side dials
 
-    /// The dial of a join to `fp` ended without a connection.
-    mutating func joinDialFailed(_ fp: PeerFingerprint, reason: String) -> [Action] {
-        joinAttemptFailed(fp, SessionReason(.joinFailed, "could not reach the introduced member: \(reason)"))
+    /// The dial of a join ended without a connection.
+    mutating func joinDialFailed(_ dial: Dial, reason: String) -> [Action] {
+        let fp = dial.member.fingerprint
+        guard entries[fp]?.attempts.joinDial == .dialing(id: dial.id) else { return [] }
+        return joinAttemptFailed(fp, SessionReason(.joinFailed, "could not reach the introduced member: \(reason)"))
     }
 
     /// The dial of a join connected: checks the connection against what was expected, then the hook (not for a
@@ -879,7 +904,7 @@ struct MeshStateMachine {
     mutating func joinDialConnected(_ facts: LinkFacts, expected: Dial) -> [Action] {
         let fp = expected.member.fingerprint
         linkOwners[facts.token] = fp
-        guard entries[fp]?.attempts.joinDial == .dialing else {
+        guard entries[fp]?.attempts.joinDial == .dialing(id: expected.id) else {
             linkOwners[facts.token] = nil
             return [.close(facts.token, Self.alreadyLinked)]
         }
@@ -906,9 +931,8 @@ struct MeshStateMachine {
         if isDisconnected || isMember(fp) {
             linkOwners[token] = nil
             var actions: [Action] = [.close(token, Self.alreadyLinked)]
-            update(fp, reason: SessionReason(.joinFailed, Self.alreadyLinked), into: &actions) {
-                $0.attempts.joinDial = nil
-            }
+            clearJoinDial(fp)
+            update(fp, reason: SessionReason(.joinFailed, Self.alreadyLinked), into: &actions) { _ in }
             return actions
         }
         let session = entries[fp]?.reconnection?.sessionID ?? entries[fp]?.introduction?.member.sessionID ?? sessionID
@@ -929,8 +953,10 @@ struct MeshStateMachine {
         guard let facts = pendingDialFacts.removeValue(forKey: token) else { return [] }
         if accepted == true {
             if isDisconnected {
+                linkOwners[token] = nil
                 var actions: [Action] = [.send(token, .leave(reason: "left")), .close(token, "left the session")]
-                update(fp, reason: .thisSideLeft, into: &actions) { $0.attempts.joinDial = nil }
+                clearJoinDial(fp)
+                update(fp, reason: .thisSideLeft, into: &actions) { _ in }
                 return actions
             }
             return admit(facts, .joinAnswered, now: now).1
@@ -942,7 +968,8 @@ struct MeshStateMachine {
             : SessionReason(.joinFailed, "the peer broke the protocol")
         var actions: [Action] = [.close(token, accepted == false ? "join refused" : "expected an answer to the join")]
         if accepted == false, reason == Self.alreadyLinked {
-            update(fp, reason: why, into: &actions) { $0.attempts.joinDial = nil }
+            clearJoinDial(fp)
+            update(fp, reason: why, into: &actions) { _ in }
             return actions
         }
         return actions + joinAttemptFailed(fp, why)
@@ -951,18 +978,25 @@ struct MeshStateMachine {
     /// The links of dialed joins, until answered.
     private var pendingDialFacts: [LinkToken: LinkFacts] = [:]
 
+    /// Ends this side's join dial to the peer, forgetting its link's facts.
+    private mutating func clearJoinDial(_ fp: PeerFingerprint) {
+        switch entries[fp]?.attempts.joinDial {
+        case .checking(let token), .awaitingAnswer(let token): pendingDialFacts[token] = nil
+        case .dialing, nil: break
+        }
+        entries[fp]?.attempts.joinDial = nil
+    }
+
     private mutating func joinAttemptFailed(_ fp: PeerFingerprint, _ reason: SessionReason) -> [Action] {
-        guard entries[fp] != nil else { return [] }
+        guard let entry = entries[fp] else { return [] }
         var actions: [Action] = []
-        if case .awaitingAnswer(let token) = entries[fp]?.attempts.joinDial { pendingDialFacts[token] = nil }
-        if case .checking(let token) = entries[fp]?.attempts.joinDial { pendingDialFacts[token] = nil }
-        if entries[fp]!.isReconnecting {
-            entries[fp]?.attempts.joinDial = nil
+        clearJoinDial(fp)
+        if entry.isReconnecting {
             let id = makeID()
             entries[fp]?.retryTimer = id
             return [.schedule(.retry(fp, id: id), after: configuration.retryInterval)]
         }
-        update(fp, reason: reason, into: &actions) { $0.attempts.joinDial = nil }
+        update(fp, reason: reason, into: &actions) { _ in }
         return actions
     }
 
@@ -981,6 +1015,10 @@ struct MeshStateMachine {
         if isReconnecting(fp) { return admit(facts, .weAdmitJoin(reconnection: true), now: now).1 }
         var entry = entries[fp] ?? Entry(peer: facts.peer)
         if entry.introduction == nil, !entry.isMember {
+            // Bounded: a former member that knows a secret cannot make this side hold joins without end.
+            guard pendingJoinCount < configuration.introductionLimit else {
+                return refuseJoin(facts.token, fp, "too many joins are waiting here for their introduction")
+            }
             entry.pendingJoins[facts.token] = PendingJoin(facts: facts)
             entries[fp] = entry
             return [.schedule(.introductionWait(facts.token), after: configuration.introductionWait)]
@@ -988,6 +1026,8 @@ struct MeshStateMachine {
         entries[fp] = entry
         return joinIntroduced(facts.token, fp)
     }
+
+    private var pendingJoinCount: Int { entries.values.reduce(0) { $0 + $1.pendingJoins.count } }
 
     private mutating func joinIntroduced(_ token: LinkToken, _ fp: PeerFingerprint) -> [Action] {
         guard let entry = entries[fp] else { return [] }
@@ -1072,10 +1112,16 @@ struct MeshStateMachine {
             entries[fp]?.retryTimer = nil
             return redial(fp)
         case .introduction(let fp, let id):
-            guard let introduction = entries[fp]?.introduction, introduction.timer == id else { return [] }
-            // Still being dialed: looked at again later.
-            if entries[fp]?.attempts.joinDial != nil {
-                return [.schedule(.introduction(fp, id: id), after: configuration.introductionLifetime)]
+            guard var introduction = entries[fp]?.introduction, introduction.timer == id else { return [] }
+            // Still being dialed: looked at again later. Dialed and not joined: kept for the cooldown first.
+            if entries[fp]?.attempts.joinDial != nil || (introduction.dialed && !introduction.cooling) {
+                let next = makeID()
+                introduction.timer = next
+                if entries[fp]?.attempts.joinDial == nil { introduction.cooling = true }
+                entries[fp]?.introduction = introduction
+                let delay =
+                    introduction.cooling ? configuration.introductionCooldown : configuration.introductionLifetime
+                return [.schedule(.introduction(fp, id: next), after: delay)]
             }
             entries[fp]?.introduction = nil
             var actions: [Action] = []

@@ -49,12 +49,19 @@ final class Conversation: Sendable {
     /// Numbers a message and keeps it, writing it at once when the link's writer is idle; nil when the replay
     /// buffer is full.
     func trySend(_ data: [UInt8], receipt: Bool) -> Result<UInt64, SessionError>? {
+        numbered(data, receipt: receipt).map { $0.map(\.0) }
+    }
+
+    /// ``trySend(_:receipt:)``, with the peer's incarnation the message was numbered in.
+    private func numbered(_ data: [UInt8], receipt: Bool) -> Result<(UInt64, Int), SessionError>? {
+        var incarnation = 0
         enum Then {
             case nothing
             case kick(PeerConnection)
             case handOff(CheckedContinuation<Entry?, Never>, Entry)
         }
         let (result, then) = state.withLock { state -> (Result<UInt64, SessionError>?, Then) in
+            incarnation = state.machine.incarnation
             if let limit = state.messageLimit, data.count + ReliabilityStateMachine.Tag.headerLength > limit {
                 return (.failure(Self.tooLong(data.count, limit: limit, peer: peerName)), .nothing)
             }
@@ -86,7 +93,7 @@ final class Conversation: Sendable {
         case .kick(let connection): connection.kick()
         case .handOff(let writer, let entry): writer.resume(returning: entry)
         }
-        return result
+        return result.map { $0.map { ($0, incarnation) } }
     }
 
     static func tooLong(_ count: Int, limit: Int, peer: String) -> SessionError {
@@ -94,6 +101,15 @@ final class Conversation: Sendable {
             .invalidParameter,
             "a message of \(count) bytes is longer than \(peer) accepts (\(limit - ReliabilityStateMachine.Tag.headerLength)); "
                 + "send larger data as a stream or a resource")
+    }
+
+    /// Numbers a message that asks for a receipt; returns its number and the peer's incarnation it was numbered in
+    /// (read under the same lock, so a new incarnation in between cannot be missed).
+    func sendForReceipt(_ data: [UInt8]) async -> Result<(UInt64, Int), SessionError> {
+        while true {
+            if let result = numbered(data, receipt: true) { return result }
+            if let failure = await waitForRoom(data.count) { return .failure(failure) }
+        }
     }
 
     /// Numbers a message and keeps it; waits while the replay buffer is full.
@@ -166,22 +182,41 @@ final class Conversation: Sendable {
     /// A new member link: the old link's writer and readers stop; nothing numbered is written until the peer's
     /// `resume`. Returns the new generation.
     func switchLink(to link: Link) -> Int {
-        let (generation, writer) = state.withLock { state -> (Int, CheckedContinuation<Entry?, Never>?) in
+        let (generation, writer, waiters) = state.withLock {
+            state -> (Int, CheckedContinuation<Entry?, Never>?, [CheckedContinuation<SessionError?, Never>]) in
             state.link = link
             state.messageLimit = link.connection.peer.maximumMessageLength
-            defer { state.writer = nil }
-            return (state.machine.switchLink(), state.writer)
+            defer {
+                state.writer = nil
+                state.spaceWaiters = [:]
+            }
+            return (state.machine.switchLink(), state.writer, Array(state.spaceWaiters.values))
         }
         writer?.resume(returning: nil)
+        // The old link's backlog no longer holds them back.
+        for waiter in waiters { waiter.resume(returning: nil) }
         return generation
     }
 
     /// The member link of `generation` ended: nothing goes out until the next one.
     func linkEnded(generation: Int) {
-        state.withLock { state in
-            if state.machine.generation == generation { state.link = nil }
+        let (writer, waiters) = state.withLock {
+            state -> (CheckedContinuation<Entry?, Never>?, [CheckedContinuation<SessionError?, Never>]) in
+            guard state.machine.generation == generation else { return (nil, []) }
+            state.link = nil
+            state.machine.linkEnded()
+            defer {
+                state.writer = nil
+                state.spaceWaiters = [:]
+            }
+            return (state.writer, Array(state.spaceWaiters.values))
         }
+        writer?.resume(returning: nil)
+        for waiter in waiters { waiter.resume(returning: nil) }
     }
+
+    /// The peer's incarnation as this side knows it (see ``awaitReceipt(_:incarnation:)``).
+    var incarnation: Int { state.withLock { $0.machine.incarnation } }
 
     /// The peer's `resume` arrived on the link of `generation`.
     func resume(epoch: UInt64, knowsOurEpoch: Bool, peerReceived: UInt64, generation: Int)
@@ -300,7 +335,7 @@ final class Conversation: Sendable {
     /// Waits for the receipt of our message `sequence`.
     /// - Throws: ``SessionError``: `notConnected` when the conversation ends first (or the peer restarted),
     ///   `cancelled` when the waiting task is, `invalidParameter` when someone already waits for it.
-    func awaitReceipt(_ sequence: UInt64) async throws(SessionError) {
+    func awaitReceipt(_ sequence: UInt64, incarnation: Int) async throws(SessionError) {
         let id = state.withLock { state in
             defer { state.nextWaiter += 1 }
             return state.nextWaiter
@@ -309,6 +344,9 @@ final class Conversation: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<SessionError?, Never>) in
                 let now = state.withLock { state -> SessionError?? in
                     if let failure = state.machine.failure { return .some(failure) }
+                    if state.machine.incarnation != incarnation {
+                        return .some(SessionError(.notConnected, "\(peerName) restarted and lost it"))
+                    }
                     if Task.isCancelled {
                         return .some(SessionError(.cancelled, "the wait for the receipt was cancelled"))
                     }

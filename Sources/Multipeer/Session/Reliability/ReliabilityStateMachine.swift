@@ -202,10 +202,20 @@ struct ReliabilityStateMachine {
     /// on the new link. Returns the new generation.
     mutating func switchLink() -> Int {
         generation += 1
-        writeIndex = nil
-        writerIdle = false
+        linkEnded()
         return generation
     }
+
+    /// The current link ended: nothing is written until the next one's `resume`, and what waited for its writer
+    /// no longer holds senders back (only the replay buffer does, while there is no link).
+    mutating func linkEnded() {
+        writeIndex = nil
+        writerIdle = false
+    }
+
+    /// Counts the peer's incarnations as this side met them: a wait for a receipt that began under one never
+    /// ends with a receipt of another (the numbers start again with each).
+    private(set) var incarnation = 0
 
     /// The peer's `resume` arrived on the link of `generation`: from here on our messages are written from the
     /// first one it lacks, and its messages are numbered as its epoch says.
@@ -227,6 +237,7 @@ struct ReliabilityStateMachine {
                 outboxBytes = 0
                 nextSequence = 1
                 resumed.newIncarnation = true
+                incarnation += 1
                 expecting = []
                 early = []
             }
