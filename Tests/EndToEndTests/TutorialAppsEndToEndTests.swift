@@ -32,7 +32,7 @@ struct TutorialAppsEndToEndTests {
             try? await Task.sleep(for: .milliseconds(20))
         }
         Issue.record(
-            "\(process.commandLine): no line \(what) in \(process.lines.suffix(20)); stderr: \(String(process.standardError.suffix(2_000)))",
+            "\(process.commandLine): no line \(what) in \(process.lines.suffix(20)); stderr: \(Self.errors(process))",
             sourceLocation: sourceLocation)
         return nil
     }
@@ -42,6 +42,16 @@ struct TutorialAppsEndToEndTests {
         sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         await expect(process, after: after, within: timeout, "'\(line)'", sourceLocation: sourceLocation) { $0 == line }
+    }
+
+    /// The end of what `process` wrote on stderr or, when it crashed, the start of the crash report (which
+    /// names the crashed thread; its end only lists registers and images).
+    static func errors(_ process: LabProcess) -> String {
+        let text = process.standardError
+        guard let crash = text.range(of: "*** Program crashed") ?? text.range(of: "Fatal error") else {
+            return String(text.suffix(2_000))
+        }
+        return String(text[crash.lowerBound...].prefix(4_000))
     }
 
     static func scratch() -> URL {
@@ -73,7 +83,7 @@ struct TutorialAppsEndToEndTests {
                 await Self.expect(app, "color teal", after: again[index])
             }
             for app in apps { app.closeInput() }
-            for app in apps { #expect(await app.exited(within: .seconds(10)) == 0, "\(app.standardError.suffix(500))") }
+            for app in apps { #expect(await app.exited(within: .seconds(10)) == 0, "\(Self.errors(app))") }
         }
     }
 

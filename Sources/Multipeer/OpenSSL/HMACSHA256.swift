@@ -4,6 +4,7 @@ internal import COpenSSL
 enum HMACSHA256 {
     /// The MAC of `message` under `key`.
     static func mac(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        OpenSSLLibrary.initialize()
         var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         let result = key.withUnsafeBytes { key in

@@ -6,7 +6,9 @@ enum OpenSSLErrorQueue {
     static let maximumReported = 8
 
     /// Empties the calling thread's error queue, so an old failure is not blamed on the next operation.
+    /// Every operation that can fail starts here, so this also makes sure OpenSSL is set up (``OpenSSLLibrary``).
     static func clear() {
+        OpenSSLLibrary.initialize()
         ERR_clear_error()
     }
 

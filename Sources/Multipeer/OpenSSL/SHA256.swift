@@ -7,6 +7,7 @@ enum SHA256 {
 
     /// The SHA-256 digest of `bytes`.
     static func hash(_ bytes: [UInt8]) -> [UInt8] {
+        OpenSSLLibrary.initialize()
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         let succeeded = bytes.withUnsafeBytes { input in

@@ -12,6 +12,7 @@ final class SHA256Hasher: Sendable {
     }
 
     init() {
+        OpenSSLLibrary.initialize()
         guard let context = DigestContext(), EVP_DigestInit_ex(context.pointer, EVP_sha256(), nil) == 1 else {
             preconditionFailure("OpenSSL SHA-256 init failed: \(OpenSSLErrorQueue.drain())")
         }

@@ -4,6 +4,7 @@ internal import COpenSSL
 enum SecureRandom {
     /// `count` random bytes.
     static func bytes(_ count: Int) -> [UInt8] {
+        OpenSSLLibrary.initialize()
         var bytes = [UInt8](repeating: 0, count: count)
         guard count > 0 else { return bytes }
         let result = bytes.withUnsafeMutableBytes { RAND_bytes($0.baseAddress, Int32($0.count)) }
