@@ -82,6 +82,27 @@ struct ReliabilityStateMachineTests {
         #expect(restarted.receipts.isEmpty)
         let stale = receiver.taken(2, epoch: 22)
         #expect(!stale)
+        // Taken while a new link has not resumed yet: whoever is on it has not said which incarnation it is, so
+        // the receipt waits for its resume...
+        let waiting = receiver.switchLink()
+        let early = receiver.resume(epoch: 77, knowsOurEpoch: true, peerReceived: 0, generation: waiting)
+        #expect(early.receipts.isEmpty)
+        guard case .deliver(let epoch77) = receiver.arrival(of: 1, generation: waiting) else {
+            Issue.record("not delivered")
+            return
+        }
+        let beforeResume = receiver.switchLink()
+        let takenBeforeResume = receiver.taken(1, epoch: epoch77)
+        #expect(!takenBeforeResume)
+        // ...and is sent with it when the same incarnation is back...
+        let back = receiver.resume(epoch: 77, knowsOurEpoch: true, peerReceived: 0, generation: beforeResume)
+        #expect(back.receipts == [1])
+        // ...but never to a new incarnation that took the link meanwhile.
+        let lateLink = receiver.switchLink()
+        let takenBeforeReborn = receiver.taken(1, epoch: epoch77)
+        #expect(!takenBeforeReborn)
+        let reborn = receiver.resume(epoch: 88, knowsOurEpoch: false, peerReceived: 0, generation: lateLink)
+        #expect(reborn.receipts.isEmpty && reborn.newIncarnation)
         // The sender's side: a receipt naming another epoch confirms nothing.
         var sender = ReliabilityStateMachine(byteLimit: 1 << 20, epoch: 11)
         _ = Self.queued(&sender, 2, receipt: true)

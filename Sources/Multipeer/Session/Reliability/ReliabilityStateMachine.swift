@@ -356,15 +356,17 @@ struct ReliabilityStateMachine {
     // MARK: Receipts
 
     /// The application took the peer's message `sequence`, which arrived while the peer's epoch was `epoch`:
-    /// true when its receipt is to be sent (it is also kept, to be sent again after an outage); false for a
-    /// message of an earlier incarnation, whose receipt would confirm the new one's message of that number.
+    /// true when its receipt is to be sent now (it is also kept, to be sent again after an outage); false for a
+    /// message of an earlier incarnation, whose receipt would confirm the new one's message of that number, and
+    /// while the current link has not resumed: whoever is at its other end has not yet said which incarnation it
+    /// is, so the receipt waits for its `resume` (sent then if the incarnation is the same, forgotten if not).
     mutating func taken(_ sequence: UInt64, epoch: UInt64) -> Bool {
         guard failure == nil, epoch == peerEpoch else { return false }
         recentReceipts.append(sequence)
         if recentReceipts.count > Limits.recentReceipts {
             recentReceipts.removeFirst(recentReceipts.count - Limits.recentReceipts)
         }
-        return true
+        return writeIndex != nil
     }
 
     /// A `delivered` from the peer for our message `sequence`, naming our epoch as the peer knew it.
