@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 /// Runs the tests of the suites that carry it one at a time, across suites: the heavy ones (a 1 GiB transfer,
@@ -11,6 +12,16 @@ struct OneLabAtATime: SuiteTrait, TestTrait, TestScoping {
     ) async throws {
         guard testCase != nil else { return try await function() }
         await LabTurn.shared.acquire()
+        // A test that holds the turn far longer than any should (they take seconds to a minute or two) says so,
+        // with what its processes are doing: a hung test would otherwise stop the whole run without a word.
+        let name = test.name
+        let watchdog = Task.detached {
+            for minutes in [4, 8, 16, 32] {
+                try await Task.sleep(for: .seconds(minutes == 4 ? 240 : minutes * 30))
+                FileHandle.standardError.write(Data(LabWatchdog.report(name, minutes: minutes).utf8))
+            }
+        }
+        defer { watchdog.cancel() }
         do {
             try await function()
         } catch {
@@ -18,6 +29,34 @@ struct OneLabAtATime: SuiteTrait, TestTrait, TestScoping {
             throw error
         }
         await LabTurn.shared.release()
+    }
+}
+
+/// What a test that holds the lab too long is doing: the processes this one started, with their state.
+enum LabWatchdog {
+    static func report(_ test: String, minutes: Int) -> String {
+        var lines = ["lab watchdog: \(test) has held the lab for about \(minutes) minutes; its processes:"]
+        var parents: Set<Int32> = [getpid()]
+        // Children first appear after their parents in /proc's order only by accident: repeat until stable.
+        var found: [Int32: String] = [:]
+        for _ in 0..<4 {
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+                guard let pid = Int32(entry), found[pid] == nil,
+                    let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                    let close = stat.lastIndex(of: ")")
+                else { continue }
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                guard fields.count > 2, let parent = Int32(fields[1]), parents.contains(parent) else { continue }
+                parents.insert(pid)
+                let command =
+                    ((try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(entry)/cmdline"))) ?? Data())
+                    .split(separator: 0).prefix(6).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
+                let wchan = (try? String(contentsOfFile: "/proc/\(entry)/wchan", encoding: .utf8)) ?? "?"
+                found[pid] = "  \(pid) (parent \(parent)) \(fields[0]) \(wchan): \(command)"
+            }
+        }
+        lines += found.keys.sorted().compactMap { found[$0] }
+        return lines.joined(separator: "\n") + "\n"
     }
 }
 

@@ -99,7 +99,8 @@ final class EventRecorder: Sendable {
             if let line = states.first(where: predicate) { return line }
             try? await Task.sleep(for: .milliseconds(5))
         }
-        return nil
+        // Once more after the deadline: a starved test process may wake only after it.
+        return states.first(where: predicate)
     }
 }
 
