@@ -62,11 +62,13 @@ let package = Package(
         .executableTarget(
             name: "MDNSFuzz", dependencies: ["MulticastDNS", "Multipeer"],
             swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]),
-        // The lock that keeps tests counting process-wide resources apart from busy ones, in every test target.
+        // Traits the test targets share: the lock that keeps tests counting process-wide resources apart from busy
+        // ones, and a thread of its own for a test that computes or blocks for long.
         .target(name: "TestIsolation", path: "Tests/TestIsolation", swiftSettings: strict),
         .testTarget(name: "MultipeerIOTests", dependencies: ["MultipeerIO", "TestIsolation"], swiftSettings: strict),
         .testTarget(
-            name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO"], swiftSettings: strict),
+            name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO", "TestIsolation"],
+            swiftSettings: strict),
         .testTarget(
             name: "MultipeerTests",
             dependencies: [
@@ -77,7 +79,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "NetLab", "multipeer", "MulticastDNS", "ConnectedColors", "PeerLists", "DataSession", "Chat",
-                "PeerConnectivityDemo",
+                "PeerConnectivityDemo", "TestIsolation",
             ],
             swiftSettings: strict),
     ]

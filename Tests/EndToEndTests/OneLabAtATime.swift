@@ -1,4 +1,5 @@
 import Foundation
+import TestIsolation
 import Testing
 
 /// Runs the tests of the suites that carry it one at a time, across suites: the heavy ones (a 1 GiB transfer,
@@ -23,7 +24,9 @@ struct OneLabAtATime: SuiteTrait, TestTrait, TestScoping {
         }
         defer { watchdog.cancel() }
         do {
-            try await function()
+            // Lab tests block their thread (namespaces made, processes started and waited for): on the shared
+            // pool's two threads that would stop every other test in the process meanwhile.
+            try await onOwnThread { try await function() }
         } catch {
             await LabTurn.shared.release()
             throw error

@@ -1,4 +1,5 @@
 import MultipeerIO
+import TestIsolation
 import Testing
 
 @testable import MulticastDNS
@@ -66,7 +67,7 @@ struct BrowserHarness {
     var updated: [DiscoveredInstance] { events.compactMap { if case .updated(let i) = $0.event { i } else { nil } } }
 }
 
-@Suite("Browser state machine")
+@Suite("Browser state machine", .ownThread)
 struct BrowserStateMachineTests {
     @Test("queries at once with QU, then 1 s, 2 s, 4 s ... apart up to the cap")
     func queryBackoff() throws {

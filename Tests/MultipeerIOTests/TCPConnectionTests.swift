@@ -1,9 +1,10 @@
 import Glibc
 import MultipeerIO
 import Synchronization
+import TestIsolation
 import Testing
 
-@Suite struct TCPConnectionTests {
+@Suite(.ownThread) struct TCPConnectionTests {
     /// Outcome of `onClose`: `"orderly"` or the error's description.
     static func describe(_ error: SystemCallError?) -> String { error.map { "\($0)" } ?? "orderly" }
 

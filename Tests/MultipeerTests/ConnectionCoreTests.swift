@@ -4,7 +4,7 @@ import Testing
 
 @testable import Multipeer
 
-@Suite("Connection core in memory: preamble, hello, group secret, keepalive, close")
+@Suite("Connection core in memory: preamble, hello, group secret, keepalive, close", .ownThread)
 struct ConnectionCoreTests {
     @Test func plaintextPeersEstablishAndNameEachOther() throws {
         let pair = CorePair(

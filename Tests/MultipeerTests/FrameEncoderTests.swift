@@ -1,8 +1,9 @@
+import TestIsolation
 import Testing
 
 @testable import Multipeer
 
-@Suite("Frame encoder")
+@Suite("Frame encoder", .ownThread)
 struct FrameEncoderTests {
     let encoder = FrameEncoder()
 

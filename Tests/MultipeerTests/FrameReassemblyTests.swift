@@ -1,8 +1,9 @@
+import TestIsolation
 import Testing
 
 @testable import Multipeer
 
-@Suite("Message reassembly")
+@Suite("Message reassembly", .ownThread)
 struct FrameReassemblyTests {
     func fragment(_ id: UInt32, total: UInt64? = nil, last: Bool = false, _ bytes: [UInt8]) -> Frame.MessageFragment {
         Frame.MessageFragment(id: id, totalLength: total, isLast: last, bytes: bytes)

@@ -109,7 +109,7 @@ extension SessionInvitationTests {
         let closedPort = bob.address
         await bob.shutdown()
         let outcome = await alice.session.invite(
-            bob.peer, addresses: [closedPort], serviceType: "_mp-test._tcp", context: [], timeout: .seconds(5))
+            bob.peer, addresses: [closedPort], serviceType: "_mp-test._tcp", context: [], timeout: .seconds(30))
         guard case .unreachable(let error) = outcome else {
             Issue.record("expected unreachable, got \(outcome)")
             return
@@ -126,7 +126,7 @@ extension SessionInvitationTests {
         let impostor = try PeerIdentity.generate(displayName: "Bob")
         let outcome = await alice.session.invite(
             Peer(identity: .advertised(impostor.fingerprint), displayName: "Bob"), addresses: [bob.address],
-            serviceType: "_mp-test._tcp", context: [], timeout: .seconds(5))
+            serviceType: "_mp-test._tcp", context: [], timeout: .seconds(30))
         guard case .refused(let reason) = outcome else {
             Issue.record("expected refused, got \(outcome)")
             return

@@ -44,8 +44,9 @@ final class SessionNode: Sendable {
     var peer: Peer { Peer(identity: .advertised(identity.fingerprint), displayName: identity.displayName) }
     var address: SocketAddress { SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: advertiser.port) }
 
-    /// Invites `other` into this node's session, dialing its advertiser's port.
-    func invite(_ other: SessionNode, context: [UInt8] = [], timeout: Duration = .seconds(10)) async
+    /// Invites `other` into this node's session, dialing its advertiser's port. The default timeout is generous:
+    /// the tests that use it are about the outcome, and a loaded machine may take seconds to answer.
+    func invite(_ other: SessionNode, context: [UInt8] = [], timeout: Duration = .seconds(30)) async
         -> InvitationOutcome
     {
         await session.invite(

@@ -1,10 +1,11 @@
 import Foundation
 import Synchronization
+import TestIsolation
 import Testing
 
 @testable import Multipeer
 
-@Suite("Stream receive buffer")
+@Suite("Stream receive buffer", .ownThread)
 struct StreamInboundTests {
     /// Reported consumption, as the connection would receive it.
     final class Reports: Sendable {

@@ -172,7 +172,7 @@ struct TLSHandshakeTests {
     }
 }
 
-@Suite("TLS session: garbage and tampering")
+@Suite("TLS session: garbage and tampering", .ownThread)
 struct TLSGarbageTests {
     /// Feeds `garbage` to `session` in pieces of `piece` bytes, advancing after each, and returns the error.
     func handshakeError(_ session: TLSSession, garbage: [UInt8], piece: Int = 1_000) -> ConnectionError? {
