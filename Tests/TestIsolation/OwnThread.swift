@@ -1,5 +1,5 @@
-public import Testing
 internal import Foundation
+public import Testing
 
 /// Runs each test case of the suite or test that carries it on a thread of its own instead of the shared
 /// cooperative pool, which has one thread per core (two here). A test that computes for seconds without
