@@ -1,4 +1,5 @@
 import Foundation
+import TestIsolation
 
 /// Runs a short command in the test process's own namespace, for inspection only (`ip -o link`, `--help`):
 /// nothing that sends packets may run here, everything else goes through `NetLab.spawn`.
@@ -15,11 +16,10 @@ enum Subprocess {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
-        try process.run()
         // Both pipes are drained before waiting; outputs here are small, so reading one first cannot deadlock.
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let (stdout, stderr) = try process.runToExit {
+            (out.fileHandleForReading.readDataToEndOfFile(), err.fileHandleForReading.readDataToEndOfFile())
+        }
         return (
             process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
         )

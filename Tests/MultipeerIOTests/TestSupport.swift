@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import MultipeerIO
 import Synchronization
+import TestIsolation
 import Testing
 
 /// A thread-safe list that loop-thread callbacks append to and tests read.
@@ -86,8 +87,7 @@ struct NetworkNamespace {
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
+        try process.runToExit()
         guard process.terminationStatus == 0 else {
             throw CommandFailed(arguments: arguments, status: process.terminationStatus)
         }

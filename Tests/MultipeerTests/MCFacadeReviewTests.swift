@@ -1,6 +1,7 @@
 import Foundation
 import MultipeerConnectivity
 import Synchronization
+import TestIsolation
 import Testing
 
 @testable import MultipeerConnectivity
@@ -273,9 +274,9 @@ extension CompatibilitySuites {
             process.standardError = errors
             process.standardOutput = Pipe()
             process.standardInput = Pipe()
-            try process.run()
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let text = try process.runToExit {
+                String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            }
             #expect(process.terminationStatus != 0)
             #expect(text.contains("MCPeerID(displayName:)") && text.contains("63"), "\(text.prefix(500))")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import TestIsolation
 import Testing
 
 extension CompatibilitySuites {
@@ -21,9 +22,9 @@ extension CompatibilitySuites {
             let output = Pipe()
             process.standardOutput = output
             process.standardError = output
-            try process.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let text = try process.runToExit {
+                String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            }
             return (process.terminationStatus, text)
         }
 

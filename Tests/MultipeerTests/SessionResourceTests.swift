@@ -250,11 +250,12 @@ extension SessionResourceTests {
         server.arguments = ["-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", source]
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
+        let serverExit = ProcessExit(server)
         try server.run()
         defer {
             // Process.terminate() was seen to leave the server running here: kill it by its pid.
             kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
+            serverExit.wait()
         }
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
         let url = URL(string: "http://127.0.0.1:\(port)/served.bin")!
