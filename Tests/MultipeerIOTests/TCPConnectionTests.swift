@@ -56,10 +56,24 @@ import Testing
     @Test func connectingToAClosedPortFailsWithECONNREFUSED() async throws {
         try await withLoop { loop in
             let failures = Collector<SystemCallError>()
+            // A port held by a socket that is bound but does not listen: a connect to it is refused, and no
+            // socket of a test running beside this one can take the port meanwhile (a freed port could be bound
+            // again, or even be picked as this connect's own local port, which connects it to itself).
+            let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            #expect(holder >= 0)
+            defer { close(holder) }
+            var bound = sockaddr_in()
+            bound.sin_family = sa_family_t(AF_INET)
+            bound.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let named = withUnsafeMutablePointer(to: &bound) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(holder, $0, length) == 0 ? getsockname(holder, $0, &length) : -1
+                }
+            }
+            #expect(named == 0, "bind/getsockname: errno \(errno)")
+            let address = SocketAddress(.v4(.loopback), port: UInt16(bigEndian: bound.sin_port))
             try await loop.submit {
-                let listener = try TCPListener(loop: loop, address: SocketAddress(.v4(.loopback), port: 0))
-                let address = try listener.localAddress()
-                listener.close()
                 TCPConnection.connect(to: address, loop: loop) { result in
                     if case .failure(let error) = result { failures.append(error) }
                 }
