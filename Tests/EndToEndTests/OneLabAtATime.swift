@@ -17,8 +17,10 @@ struct OneLabAtATime: SuiteTrait, TestTrait, TestScoping {
         // with what its processes are doing: a hung test would otherwise stop the whole run without a word.
         let name = test.name
         let watchdog = Task.detached {
+            var held = 0
             for minutes in [4, 8, 16, 32] {
-                try await Task.sleep(for: .seconds(minutes == 4 ? 240 : minutes * 30))
+                try await Task.sleep(for: .seconds((minutes - held) * 60))
+                held = minutes
                 FileHandle.standardError.write(Data(LabWatchdog.report(name, minutes: minutes).utf8))
             }
         }
@@ -38,27 +40,29 @@ struct OneLabAtATime: SuiteTrait, TestTrait, TestScoping {
 /// What a test that holds the lab too long is doing: the processes this one started, with their state.
 enum LabWatchdog {
     static func report(_ test: String, minutes: Int) -> String {
-        var lines = ["lab watchdog: \(test) has held the lab for about \(minutes) minutes; its processes:"]
-        var parents: Set<Int32> = [getpid()]
-        // Children first appear after their parents in /proc's order only by accident: repeat until stable.
-        var found: [Int32: String] = [:]
-        for _ in 0..<4 {
-            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
-                guard let pid = Int32(entry), found[pid] == nil,
-                    let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                    let close = stat.lastIndex(of: ")")
-                else { continue }
-                let fields = stat[stat.index(after: close)...].split(separator: " ")
-                guard fields.count > 2, let parent = Int32(fields[1]), parents.contains(parent) else { continue }
-                parents.insert(pid)
-                let command =
-                    ((try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(entry)/cmdline"))) ?? Data())
-                    .split(separator: 0).prefix(6).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
-                let wchan = (try? String(contentsOfFile: "/proc/\(entry)/wchan", encoding: .utf8)) ?? "?"
-                found[pid] = "  \(pid) (parent \(parent)) \(fields[0]) \(wchan): \(command)"
-            }
+        // Every process once, then the descendants of this one.
+        var children: [Int32: [Int32]] = [:]
+        var described: [Int32: String] = [:]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 2, let parent = Int32(fields[1]) else { continue }
+            children[parent, default: []].append(pid)
+            let command =
+                ((try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(entry)/cmdline"))) ?? Data())
+                .split(separator: 0).prefix(6).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
+            let wchan = (try? String(contentsOfFile: "/proc/\(entry)/wchan", encoding: .utf8)) ?? "?"
+            described[pid] = "  \(pid) (parent \(parent)) \(fields[0]) \(wchan): \(command)"
         }
-        lines += found.keys.sorted().compactMap { found[$0] }
+        var lines = ["lab watchdog: \(test) has held the lab for about \(minutes) minutes; its processes:"]
+        var pending = children[getpid()] ?? []
+        while let pid = pending.popLast() {
+            if let line = described[pid] { lines.append(line) }
+            pending += children[pid] ?? []
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -182,10 +182,7 @@ import Testing
         // A listener that is still open completes a connection into its backlog; a closed one is refused.
         // (Binding the port again would also tell, but the port is free for any socket of a test running beside
         // this one to take meanwhile.)
-        var target = sockaddr_in()
-        target.sin_family = sa_family_t(AF_INET)
-        target.sin_port = address.port.bigEndian
-        target.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var target = loopbackSockaddr(port: address.port)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #expect(fd >= 0)
         defer { close(fd) }

@@ -62,9 +62,7 @@ import Testing
             let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             #expect(holder >= 0)
             defer { close(holder) }
-            var bound = sockaddr_in()
-            bound.sin_family = sa_family_t(AF_INET)
-            bound.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            var bound = loopbackSockaddr()
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             let named = withUnsafeMutablePointer(to: &bound) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

@@ -34,6 +34,15 @@ func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async
     return condition()
 }
 
+/// 127.0.0.1:`port` for the socket calls a test makes by hand.
+func loopbackSockaddr(port: UInt16 = 0) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    return address
+}
+
 /// Runs `body` with a fresh loop and always shuts the loop down.
 func withLoop(
     clock: any IOClock = MonotonicClock(), _ body: (EventLoop) async throws -> Void

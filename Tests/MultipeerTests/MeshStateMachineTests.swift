@@ -12,6 +12,15 @@ struct MeshStateMachineTests {
         PeerFingerprint(bytes: [rank] + [UInt8](repeating: 0, count: 31))!
     }
 
+    /// A member as gossip names it: one session (0x77...), one address.
+    static func gossiped(_ fingerprint: PeerFingerprint, _ name: String, at host: IPv4Address, port: UInt16)
+        -> SessionWire.Member
+    {
+        SessionWire.Member(
+            fingerprint: fingerprint, displayName: name, sessionID: [UInt8](repeating: 0x77, count: 16),
+            addresses: [SocketAddress(.v4(host), port: port)])
+    }
+
     static func peer(_ name: String, _ rank: UInt8, proven: Bool = true) -> Peer {
         Peer(identity: proven ? .proven(fingerprint(rank)) : .claimed(fingerprint(rank)), displayName: name)
     }
@@ -200,13 +209,8 @@ struct MeshStateMachineTests {
     @Test func anIntroducedPeerIsDialedByTheLowerIdentityOnceAndJoinsWithItsProof() {
         var bob = Side(rank: 2)
         let alice = bob.member(Self.alice)
-        let carol = SessionWire.Member(
-            fingerprint: Self.carol.claimedFingerprint, displayName: "Carol",
-            sessionID: [UInt8](repeating: 0x77, count: 16),
-            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 3)), port: 7003)])
-        let dave = SessionWire.Member(
-            fingerprint: Self.fingerprint(0), displayName: "Dave", sessionID: [UInt8](repeating: 0x77, count: 16),
-            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 4)), port: 7004)])
+        let carol = Self.gossiped(Self.carol.claimedFingerprint, "Carol", at: IPv4Address(10, 0, 0, 3), port: 7003)
+        let dave = Self.gossiped(Self.fingerprint(0), "Dave", at: IPv4Address(10, 0, 0, 4), port: 7004)
         bob.step { m, now in m.membersReceived(alice.token, [carol, dave], now: now) }
         bob.step { m, now in m.membersReceived(alice.token, [carol, dave], now: now) }
         // Bob is lower than Carol: he dials her, once, expecting her identity; Dave is lower than Bob: Dave dials.
@@ -231,10 +235,7 @@ struct MeshStateMachineTests {
         let bobJoin = carol.link(Self.bob, dialer: false)
         carol.step { m, now in m.joinRequested(bobJoin, now: now) }
         #expect(carol.sent(on: bobJoin.token).isEmpty)  // held, not refused
-        let bob = SessionWire.Member(
-            fingerprint: Self.bob.claimedFingerprint, displayName: "Bob",
-            sessionID: [UInt8](repeating: 0x77, count: 16),
-            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 2)), port: 7002)])
+        let bob = Self.gossiped(Self.bob.claimedFingerprint, "Bob", at: IPv4Address(10, 0, 0, 2), port: 7002)
         carol.step { m, now in m.membersReceived(alice.token, [bob], now: now) }
         #expect(carol.log.contains { if case .verify(bobJoin.token, incoming: true) = $0 { true } else { false } })
         carol.step { m, now in m.joinVerified(bobJoin, decision: .accept, now: now) }
@@ -271,10 +272,7 @@ struct MeshStateMachineTests {
         for _ in 0..<10 { alice.step { m, now in m.membersReceived(mallory.token, (0..<20).map(ghost), now: now) } }
         #expect(alice.dials.count == dialsBefore, "a repeat dialed again")
         // Bob's introduction still fits: his share is his own.
-        let carol = SessionWire.Member(
-            fingerprint: Self.carol.claimedFingerprint, displayName: "Carol",
-            sessionID: [UInt8](repeating: 0x77, count: 16),
-            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 3)), port: 7003)])
+        let carol = Self.gossiped(Self.carol.claimedFingerprint, "Carol", at: IPv4Address(10, 0, 0, 3), port: 7003)
         alice.step { m, now in m.membersReceived(bob.token, [carol], now: now) }
         #expect(alice.dials.last?.member.fingerprint == Self.carol.claimedFingerprint)
         // Mallory leaves: her introductions go with her; a ghost's late join is refused.
@@ -433,10 +431,7 @@ extension MeshStateMachineTests {
     @Test func aJoinWhoseLinkEndsWhileTheHookThinksIsNotAdmitted() {
         var carol = Side(rank: 3)
         let alice = carol.member(Self.alice)
-        let bob = SessionWire.Member(
-            fingerprint: Self.bob.claimedFingerprint, displayName: "Bob",
-            sessionID: [UInt8](repeating: 0x77, count: 16),
-            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 2)), port: 7002)])
+        let bob = Self.gossiped(Self.bob.claimedFingerprint, "Bob", at: IPv4Address(10, 0, 0, 2), port: 7002)
         carol.step { m, now in m.membersReceived(alice.token, [bob], now: now) }
         let join = carol.link(Self.bob, dialer: false)
         carol.step { m, now in m.joinRequested(join, now: now) }
@@ -458,10 +453,7 @@ extension MeshStateMachineTests {
         // The grace ends while the redial is under way; then Bob is introduced again and dialed anew.
         alice.advance(by: .seconds(1))
         let carolsLink = alice.member(Self.carol)
-        let again = SessionWire.Member(
-            fingerprint: Self.bob.claimedFingerprint, displayName: "Bob",
-            sessionID: [UInt8](repeating: 0x77, count: 16),
-            addresses: [SocketAddress(.v4(IPv4Address(10, 0, 0, 2)), port: 7002)])
+        let again = Self.gossiped(Self.bob.claimedFingerprint, "Bob", at: IPv4Address(10, 0, 0, 2), port: 7002)
         alice.step { m, now in m.membersReceived(carolsLink.token, [again], now: now) }
         let introduced = alice.dials[1]
         #expect(!introduced.isReconnection && introduced.id != redial.id)
@@ -479,9 +471,7 @@ extension MeshStateMachineTests {
     @Test func aRepeatedIntroductionIsDialedOnceInItsCooldownAndJoinsWaitingAreBounded() {
         var alice = Side(rank: 1, maximumPeers: 2)
         let mallory = alice.member(Self.peer("Mallory", 9))
-        let ghost = SessionWire.Member(
-            fingerprint: Self.fingerprint(0xF0), displayName: "Ghost", sessionID: [UInt8](repeating: 0x77, count: 16),
-            addresses: [SocketAddress(.v4(IPv4Address(192, 0, 2, 1)), port: 9)])
+        let ghost = Self.gossiped(Self.fingerprint(0xF0), "Ghost", at: IPv4Address(192, 0, 2, 1), port: 9)
         var maximum = Side(rank: 1, maximumPeers: 8)
         let introducer = maximum.member(Self.peer("Mallory", 9))
         maximum.step { m, now in m.membersReceived(introducer.token, [ghost], now: now) }
