@@ -196,7 +196,7 @@ open class MCSession: NSObject, @unchecked Sendable {
                 guard let self else { break }
                 await self.awaitConnected(message.peer.claimedFingerprint)
                 let peerID = MCPeerID(peer: message.peer)
-                let data = Data(message.data)
+                let data = Data(message.bytes)
                 await self.calls.deliver(bytes: data.count) { [weak self] in
                     guard let self else { return }
                     self.delegate?.session(self, didReceive: data, fromPeer: peerID)

@@ -256,7 +256,7 @@ actor Chat {
         tasks.append(
             Task {
                 for await message in session.messages {
-                    self.print("message", message.peer.displayName, String(decoding: message.data, as: UTF8.self))
+                    self.print("message", message.peer.displayName, String(decoding: message.bytes, as: UTF8.self))
                 }
             })
         guard screen != nil else { return }

@@ -110,7 +110,7 @@ actor Colors {
         tasks.append(
             Task {
                 for await message in session.messages {
-                    self.received(String(decoding: message.data, as: UTF8.self), from: message.peer)
+                    self.received(String(decoding: message.bytes, as: UTF8.self), from: message.peer)
                 }
             })
         redraw()

@@ -134,7 +134,7 @@ struct DemoCommand {
             tasks.append(
                 Task {
                     for await message in member.session.messages {
-                        let text = String(decoding: message.data, as: UTF8.self)
+                        let text = String(decoding: message.bytes, as: UTF8.self)
                         if text == "teal" {
                             Output.line(stamp() + "\(name): color teal from \(message.peer.displayName)")
                             colorSeen.add()

@@ -80,13 +80,13 @@ struct ConnectionSharedTests {
     @Test("trySend never waits: it fails at once with the limit when the peer is behind")
     func trySendFailsWhenFull() throws {
         let shared = makeShared(sendBufferLimit: 1000)
-        #expect(try shared.tryEnqueue([UInt8](repeating: 1, count: 600)))
-        #expect(try shared.tryEnqueue([UInt8](repeating: 1, count: 600)) == false)  // already woken
-        let error = #expect(throws: ConnectionError.self) { try shared.tryEnqueue([1]) }
+        #expect(try shared.tryEnqueue(OutboundMessage([UInt8](repeating: 1, count: 600))))
+        #expect(try shared.tryEnqueue(OutboundMessage([UInt8](repeating: 1, count: 600))) == false)  // already woken
+        let error = #expect(throws: ConnectionError.self) { try shared.tryEnqueue(OutboundMessage([1])) }
         #expect(error?.code == .sendBufferFull(limit: 1000))
         _ = shared.takeOutbound(upTo: 10)
         shared.outboundSent(1200)
-        #expect(throws: Never.self) { try shared.tryEnqueue([1]) }
+        #expect(throws: Never.self) { try shared.tryEnqueue(OutboundMessage([1])) }
     }
 
     @Test("session messages wait in order, up to their bounds")

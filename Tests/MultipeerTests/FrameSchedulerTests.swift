@@ -126,6 +126,65 @@ struct FrameSchedulerTests {
         #expect(scheduler.activeChannels == [])
     }
 
+    @Test(
+        "a prefixed message goes out byte for byte as the joined message, however it is fragmented or gathered",
+        arguments: [13, 14, 16, 21, 22, 100, FrameLimits.standard.maximumPayloadLength])
+    func prefixedMessagesMatchJoined(payloadLimit: Int) throws {
+        let prefix = MessagePrefix(3, bigEndian: 0x0102_0304_0506_0708)
+        #expect(prefix.bytes == [3, 1, 2, 3, 4, 5, 6, 7, 8])
+        let bodies: [[UInt8]] = [[], [0xAA], Array(0..<40), (0..<150_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }]
+        let limits = FrameScheduler.Limits(maximumPayloadLength: payloadLimit)
+        let encoder = FrameEncoder()
+        for threshold in [Int.max, 1, 5] {
+            var joined = FrameScheduler(limits: limits)
+            var prefixed = FrameScheduler(limits: limits)
+            var flowA = try flow(channels: [3])
+            var flowB = try flow(channels: [3])
+            for body in bodies {
+                let message = OutboundMessage(prefix: prefix, body: body)
+                #expect(message.count == body.count + 9 && message.joined == prefix.bytes + body)
+                try joined.enqueueMessages([OutboundMessage(message.joined)], channel: 3)
+                try prefixed.enqueueMessages([message], channel: 3)
+            }
+            var expected: [UInt8] = []
+            var expectedData = 0
+            while let sent = try joined.encodeNext(flow: &flowA, encoder: encoder, into: &expected) {
+                expectedData += sent.dataBytes
+            }
+            // Gathered data is what the caller writes right after the frame's other bytes.
+            var actual: [UInt8] = []
+            var actualData = 0
+            while let sent = try prefixed.encodeNext(
+                flow: &flowB, encoder: encoder, into: &actual, gatheringFrom: threshold)
+            {
+                actual += sent.payload
+                actualData += sent.frame.dataBytes
+            }
+            #expect(actual == expected, "payload limit \(payloadLimit), gathering from \(threshold)")
+            #expect(actualData == expectedData && expectedData == bodies.reduce(0) { $0 + $1.count + 9 })
+            #expect(flowA.sendWindow(3)?.credit == flowB.sendWindow(3)?.credit)
+            // And through next(): the frames reassemble to the joined messages.
+            var viaFrames = FrameScheduler(limits: limits)
+            var flowC = try flow(channels: [3])
+            for body in bodies {
+                try viaFrames.enqueueMessages([OutboundMessage(prefix: prefix, body: body)], channel: 3)
+            }
+            var bytes: [UInt8] = []
+            while let frame = viaFrames.next(flow: &flowC) { try encoder.encode(frame, into: &bytes) }
+            #expect(bytes == expected)
+        }
+    }
+
+    @Test("a prefixed message's body is the caller's array, not a copy, until it is encoded")
+    func prefixedBodyIsShared() {
+        let body = [UInt8](repeating: 7, count: 64)
+        let message = OutboundMessage(prefix: MessagePrefix(2, bigEndian: 1), body: body)
+        let same = body.withUnsafeBufferPointer { a in
+            message.body.withUnsafeBufferPointer { $0.baseAddress == a.baseAddress }
+        }
+        #expect(same)
+    }
+
     @Test("a large message is sent in fragments that reassemble to it, through the codec")
     func fragmentation() throws {
         var flow = try flow(channels: [4])

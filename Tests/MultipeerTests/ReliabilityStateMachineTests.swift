@@ -151,6 +151,32 @@ struct ReliabilityStateMachineTests {
         #expect(Self.written(&sender) == [2])
     }
 
+    @Test func aWrittenMessageIsTheHeaderAsAPrefixAndTheApplicationsOwnArray() {
+        var sender = ReliabilityStateMachine(byteLimit: 1 << 20, epoch: 1)
+        _ = sender.resume(epoch: 2, knowsOurEpoch: false, peerReceived: 0, generation: sender.switchLink())
+        _ = sender.nextToWrite(generation: sender.generation)
+        let data = [UInt8](repeating: 0x5A, count: 64)
+        #expect(sender.enqueue(data, receipt: false) == .queued(1, write: true))
+        let first = sender.lastQueued
+        // The writer still waits (the first was written in place), so the second is written in place too.
+        #expect(sender.enqueue(data, receipt: true) == .queued(2, write: true))
+        guard let first, let second = sender.lastQueued else {
+            Issue.record("nothing to write")
+            return
+        }
+        // The tag and number travel beside the data: no array of 9 + 64 bytes is made for either message.
+        #expect(first.prefix.bytes == [ReliabilityStateMachine.Tag.numbered, 0, 0, 0, 0, 0, 0, 0, 1])
+        #expect(
+            second.prefix.bytes == [ReliabilityStateMachine.Tag.numberedWithReceipt, 0, 0, 0, 0, 0, 0, 0, 2])
+        #expect(second.count == ReliabilityStateMachine.Tag.headerLength + 64)
+        let shared = data.withUnsafeBufferPointer { original in
+            [first.body, second.body].allSatisfy { body in
+                body.withUnsafeBufferPointer { $0.baseAddress == original.baseAddress }
+            }
+        }
+        #expect(shared)
+    }
+
     @Test func acknowledgementsAreCumulativeEvery32MessagesOrSoon() {
         var receiver = ReliabilityStateMachine(byteLimit: 1 << 20, epoch: 1)
         let link = receiver.switchLink()

@@ -26,7 +26,10 @@ struct SessionDirectTests {
         #expect(await bob.session.connectedPeers.first?.isAuthenticated == true)
         _ = await alice.session.send([1, 2, 3], to: [bob.peer])
         var messages = bob.session.messages.makeAsyncIterator()
-        #expect(await messages.next()?.data == [1, 2, 3])
+        let received = await messages.next()
+        #expect(received?.data == [1, 2, 3])
+        // A slice of the message as the link received it: the session's header is sliced off, not copied off.
+        #expect(received?.bytes.startIndex == ReliabilityStateMachine.Tag.headerLength)
         // A ticket is good once, and a peer's tickets are withdrawn once it is a member.
         #expect(await bob.session.holdsTicket(try ConnectionData(decoding: forAlice).ticket) == false)
         #expect(await alice.session.holdsTicket(try ConnectionData(decoding: forBob).ticket) == false)

@@ -5,11 +5,11 @@ internal import Synchronization
 /// else belongs to the loop.
 final class ConnectionShared: Sendable {
     struct Outbound {
-        var messages: [[UInt8]] = []
+        var messages: [OutboundMessage] = []
         var head = 0
         var bytes = 0
         var kickScheduled = false
-        var senders: [(message: [UInt8], continuation: CheckedContinuation<Void, any Error>)] = []
+        var senders: [(message: OutboundMessage, continuation: CheckedContinuation<Void, any Error>)] = []
     }
 
     struct Inbound {
@@ -86,7 +86,7 @@ final class ConnectionShared: Sendable {
 
     /// Queues a message; returns whether the loop must be woken to drain, or throws when closed. Suspends
     /// while the queue is over its limit.
-    nonisolated(nonsending) func enqueue(_ message: [UInt8], wake: () -> Void) async throws(ConnectionError) {
+    nonisolated(nonsending) func enqueue(_ message: OutboundMessage, wake: () -> Void) async throws(ConnectionError) {
         enum Decision {
             case queued(wake: Bool)
             case wait
@@ -147,7 +147,7 @@ final class ConnectionShared: Sendable {
     /// Queues a message without ever suspending; returns whether the loop must be woken to drain.
     /// - Throws: The close reason once closing or closed, or ``ConnectionError/Code/sendBufferFull(limit:)`` while
     ///   ``sendBufferLimit`` bytes (or parked senders) wait.
-    func tryEnqueue(_ message: [UInt8]) throws(ConnectionError) -> Bool {
+    func tryEnqueue(_ message: OutboundMessage) throws(ConnectionError) -> Bool {
         let result = state.withLock { state -> Result<Bool, ConnectionError> in
             if let closed = state.closed ?? state.outboundClosed { return .failure(closed) }
             guard state.outbound.bytes < sendBufferLimit, state.outbound.senders.isEmpty else {
@@ -165,14 +165,14 @@ final class ConnectionShared: Sendable {
     // MARK: Outbound (loop side)
 
     /// Takes up to `count` queued messages for the core, with their total size.
-    func takeOutbound(upTo count: Int) -> (messages: [[UInt8]], bytes: Int) {
+    func takeOutbound(upTo count: Int) -> (messages: [OutboundMessage], bytes: Int) {
         state.withLock { state in
             state.outbound.kickScheduled = false
             let available = state.outbound.messages.count - state.outbound.head
             let taken = min(count, available)
             guard taken > 0 else { return ([], 0) }
             state.outbound.kickScheduled = true  // the loop is draining; senders need not wake it
-            var messages: [[UInt8]] = []
+            var messages: [OutboundMessage] = []
             if state.outbound.head == 0 && taken == available {
                 // All of them: the array changes hands, no message is copied or retained again.
                 swap(&messages, &state.outbound.messages)

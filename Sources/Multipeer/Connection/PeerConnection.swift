@@ -142,7 +142,14 @@ public final class PeerConnection: Sendable {
     /// - Throws: ``ConnectionError`` if the message is too long for the peer
     ///   (``ConnectionError/Code/messageTooLarge(length:limit:)``) or the connection is closing or closed.
     public nonisolated(nonsending) func send(_ message: [UInt8]) async throws(ConnectionError) {
-        try checkLength(message)
+        try checkLength(message.count)
+        let driver = driver
+        try await driver.shared.enqueue(OutboundMessage(message)) { driver.serviceAfterSend() }
+    }
+
+    /// Sends `prefix` then `body` as one message, like ``send(_:)``, without joining them first.
+    nonisolated(nonsending) func send(_ message: OutboundMessage) async throws(ConnectionError) {
+        try checkLength(message.count)
         let driver = driver
         try await driver.shared.enqueue(message) { driver.serviceAfterSend() }
     }
@@ -155,23 +162,23 @@ public final class PeerConnection: Sendable {
     ///   ``send(_:)``), ``ConnectionError/Code/messageTooLarge(length:limit:)``, or the reason the connection is
     ///   closing or closed.
     public func trySend(_ message: [UInt8]) throws(ConnectionError) {
-        try checkLength(message)
-        if try driver.shared.tryEnqueue(message) { driver.serviceAfterSend() }
+        try checkLength(message.count)
+        if try driver.shared.tryEnqueue(OutboundMessage(message)) { driver.serviceAfterSend() }
     }
 
     /// Queues a message like ``trySend(_:)`` but leaves waking the loop to the caller: returns whether
     /// ``kick()`` must follow (outside any lock the caller holds: it may write from the calling thread).
-    func enqueueWithoutKick(_ message: [UInt8]) throws(ConnectionError) -> Bool {
-        try checkLength(message)
+    func enqueueWithoutKick(_ message: OutboundMessage) throws(ConnectionError) -> Bool {
+        try checkLength(message.count)
         return try driver.shared.tryEnqueue(message)
     }
 
     /// Gets queued messages written (after ``enqueueWithoutKick(_:)`` said so).
     func kick() { driver.serviceAfterSend() }
 
-    private func checkLength(_ message: [UInt8]) throws(ConnectionError) {
-        guard message.count <= peer.maximumMessageLength else {
-            throw .messageTooLarge(length: message.count, limit: peer.maximumMessageLength)
+    private func checkLength(_ count: Int) throws(ConnectionError) {
+        guard count <= peer.maximumMessageLength else {
+            throw .messageTooLarge(length: count, limit: peer.maximumMessageLength)
         }
     }
 

@@ -171,7 +171,7 @@ extension Session {
         Task {
             while let entry = await conversation.nextToWrite(generation: generation) {
                 do throws(ConnectionError) {
-                    try await connection.send(entry.frame)
+                    try await connection.send(entry.message)
                 } catch {
                     // A closing link: the next one writes the rest. Anything else (a message longer than this
                     // link's peer accepts) would stall the conversation on a link that stays up: end the link.
@@ -216,7 +216,7 @@ extension Session {
                 if tag == ReliabilityStateMachine.Tag.unnumbered {
                     entries.append(
                         SessionInbox.Entry(
-                            message: ReceivedMessage(peer: peer, data: Array(data.dropFirst())), onTaken: nil))
+                            message: ReceivedMessage(peer: peer, bytes: data.dropFirst()), onTaken: nil))
                     continue
                 }
                 guard
@@ -242,7 +242,7 @@ extension Session {
                     }
                     entries.append(
                         SessionInbox.Entry(
-                            message: ReceivedMessage(peer: peer, data: Array(data[header...])), onTaken: onTaken))
+                            message: ReceivedMessage(peer: peer, bytes: data[header...]), onTaken: onTaken))
                     numbered += 1
                     numberedBytes += data.count - header
                 }

@@ -44,8 +44,17 @@ public enum SessionEvent: Sendable {
 public struct ReceivedMessage: Sendable {
     /// Who sent it.
     public let peer: Peer
-    /// The message.
-    public let data: [UInt8]
+    /// The message, as a slice of what the link received (the session's header is sliced off, not copied off).
+    /// Read it in place: `String(decoding: message.bytes, as: UTF8.self)`, `Data(message.bytes)`.
+    public let bytes: ArraySlice<UInt8>
+
+    /// The message as an array of its own: a copy of ``bytes``, made on each access.
+    public var data: [UInt8] { Array(bytes) }
+
+    init(peer: Peer, bytes: ArraySlice<UInt8>) {
+        self.peer = peer
+        self.bytes = bytes
+    }
 }
 
 /// How a message is sent.

@@ -34,7 +34,7 @@ final class SessionInbox: Sendable {
             guard taken > 0 else { return [] }
             let batch = Array(queue[head..<head + taken])
             head += taken
-            for entry in batch { bytes -= entry.message.data.count }
+            for entry in batch { bytes -= entry.message.bytes.count }
             if head == queue.count {
                 queue.removeAll(keepingCapacity: queue.count <= 4096)
                 head = 0
@@ -78,10 +78,10 @@ final class SessionInbox: Sendable {
                 var added = false
                 while let entry = rest.first,
                     state.count == 0
-                        || (state.count < messageLimit && state.bytes + entry.message.data.count <= byteLimit)
+                        || (state.count < messageLimit && state.bytes + entry.message.bytes.count <= byteLimit)
                 {
                     state.queue.append(entry)
-                    state.bytes += entry.message.data.count
+                    state.bytes += entry.message.bytes.count
                     rest = rest.dropFirst()
                     added = true
                 }
@@ -97,7 +97,7 @@ final class SessionInbox: Sendable {
                 continue
             case .full:
                 // Parked until the next entry fits by the very rule that adds it (a looser rule would spin).
-                let next = rest.first?.message.data.count ?? 0
+                let next = rest.first?.message.bytes.count ?? 0
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state -> Bool in
                         if state.finished || state.count == 0
@@ -149,7 +149,7 @@ final class SessionInbox: Sendable {
         let consumer = state.withLock { state -> CheckedContinuation<[Entry], Never>? in
             if let consumer = state.firstConsumer() { return consumer }
             state.queue.replaceSubrange(state.head..<state.head, with: entries)
-            for entry in entries { state.bytes += entry.message.data.count }
+            for entry in entries { state.bytes += entry.message.bytes.count }
             return nil
         }
         consumer?.resume(returning: Array(entries))

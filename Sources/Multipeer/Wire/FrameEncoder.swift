@@ -67,13 +67,15 @@ package struct FrameEncoder: Sendable {
     ///   - id: The message id.
     ///   - totalLength: The message's length, on its first fragment only.
     ///   - isLast: Whether this is the message's last fragment.
-    ///   - data: The fragment's data.
+    ///   - leading: Bytes of the fragment's data before `data` (a ``MessagePrefix``), always appended.
+    ///   - data: The fragment's data (after `leading`).
     ///   - bytes: The buffer to append to.
-    ///   - payloadFollows: Append only the header and the fragment's fields: the caller sends `data` right
-    ///     after them (a gathering write).
+    ///   - payloadFollows: Append only the header, the fragment's fields and `leading`: the caller sends `data`
+    ///     right after them (a gathering write).
     /// - Throws: ``FrameEncodingError`` like ``encode(_:into:)`` for the same frame.
     package func encodeMessageFragment(
-        channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: UnsafeRawBufferPointer,
+        channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool,
+        leading: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0), _ data: UnsafeRawBufferPointer,
         into bytes: inout [UInt8], payloadFollows: Bool = false
     ) throws(FrameEncodingError) {
         guard channel != 0 else { throw .unexpectedChannel(type: .message, channel: channel) }
@@ -81,7 +83,8 @@ package struct FrameEncoder: Sendable {
         try appendFrame(type: .message, channel: channel, to: &bytes, deferred: deferred) {
             bytes throws(FrameEncodingError) in
             try appendFragment(
-                id: id, totalLength: totalLength, isLast: isLast, data, to: &bytes, appendingData: !payloadFollows)
+                id: id, totalLength: totalLength, isLast: isLast, leading: leading, data, to: &bytes,
+                appendingData: !payloadFollows)
         }
     }
 
@@ -212,9 +215,11 @@ package struct FrameEncoder: Sendable {
 
     /// Appends a message fragment's payload and returns its flags.
     private func appendFragment(
-        id: UInt32, totalLength: UInt64?, isLast: Bool, _ data: some Collection<UInt8>, to bytes: inout [UInt8],
-        appendingData: Bool = true
+        id: UInt32, totalLength: UInt64?, isLast: Bool,
+        leading: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0), _ data: some Collection<UInt8>,
+        to bytes: inout [UInt8], appendingData: Bool = true
     ) throws(FrameEncodingError) -> UInt8 {
+        let count = leading.count + data.count
         var flags: UInt8 = isLast ? Frame.MessageFlags.last : 0
         bytes.appendBigEndian(id)
         if let total = totalLength {
@@ -223,12 +228,13 @@ package struct FrameEncoder: Sendable {
                 throw .invalidField(
                     type: .message, reason: "length \(total) exceeds the limit of \(limits.maximumMessageLength)")
             }
-            guard UInt64(data.count) <= total, !isLast || data.count == total else {
+            guard UInt64(count) <= total, !isLast || count == total else {
                 throw .invalidField(
-                    type: .message, reason: "first fragment of \(data.count) bytes contradicts total length \(total)")
+                    type: .message, reason: "first fragment of \(count) bytes contradicts total length \(total)")
             }
             bytes.appendBigEndian(total)
         }
+        bytes.append(contentsOf: leading)
         if appendingData { bytes.append(contentsOf: data) }
         return flags
     }

@@ -64,9 +64,14 @@ package struct FrameScheduler: Sendable {
         }
 
         var kind: Kind
+        /// What a message starts with before `bytes` (a layer above's header, never copied into `bytes`).
+        var prefix = MessagePrefix.none
         var bytes: [UInt8]
-        /// Data bytes already sent.
+        /// Data bytes already sent, prefix included.
         var sent = 0
+
+        /// The item's data length: prefix and bytes.
+        var length: Int { prefix.count + bytes.count }
         /// Whether the first fragment of a message has been sent (an empty message has one fragment).
         var started = false
 
@@ -93,10 +98,10 @@ package struct FrameScheduler: Sendable {
         /// Whether the first item is a message of at most `limit` bytes (read in place, without copying it).
         func headIsMessage(atMost limit: Int) -> Bool {
             guard head < items.count, case .message = items[head].kind else { return false }
-            return items[head].bytes.count <= limit
+            return items[head].length <= limit
         }
         /// Data bytes queued and not sent yet.
-        var unsentBytes: Int { items[head...].reduce(0) { $0 + $1.bytes.count - $1.sent } }
+        var unsentBytes: Int { items[head...].reduce(0) { $0 + $1.length - $1.sent } }
 
         mutating func append(_ item: Item) { items.append(item) }
 
@@ -210,7 +215,7 @@ package struct FrameScheduler: Sendable {
     ///   - messages: The messages, each sent whole or in fragments like ``enqueueMessage(_:channel:)``.
     ///   - channel: A writable channel (not 0).
     /// - Throws: ``FrameSchedulerError`` if the channel is not writable or the batch does not fit.
-    package mutating func enqueueMessages(_ messages: consuming [[UInt8]], channel: UInt32)
+    package mutating func enqueueMessages(_ messages: consuming [OutboundMessage], channel: UInt32)
         throws(FrameSchedulerError)
     {
         guard !messages.isEmpty else { return }
@@ -226,8 +231,8 @@ package struct FrameScheduler: Sendable {
         for index in messages.indices {
             // Moved out, not copied: no reference count traffic on arrays the sending thread may still hold.
             var bytes: [UInt8] = []
-            swap(&bytes, &messages[index])
-            queue.append(Item(kind: .message(id: id), bytes: bytes))
+            swap(&bytes, &messages[index].body)
+            queue.append(Item(kind: .message(id: id), prefix: messages[index].prefix, bytes: bytes))
             id &+= 1
         }
         nextMessageID[channel] = id
@@ -272,8 +277,19 @@ package struct FrameScheduler: Sendable {
         /// Control frames and channel closes.
         case frame(Frame)
         case data(channel: UInt32, bytes: [UInt8], range: Range<Int>)
+        /// `range` counts `prefix` first, then `bytes`.
         case fragment(
-            channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, bytes: [UInt8], range: Range<Int>)
+            channel: UInt32, id: UInt32, totalLength: UInt64?, isLast: Bool, prefix: MessagePrefix, bytes: [UInt8],
+            range: Range<Int>)
+    }
+
+    /// Which of a fragment's `range` (counted over prefix then bytes) lies in a prefix of `prefixCount` bytes,
+    /// and which in the bytes after it (as indices of those bytes).
+    private static func split(_ range: Range<Int>, prefixCount: Int) -> (prefix: Range<Int>, bytes: Range<Int>) {
+        let prefix = min(range.lowerBound, prefixCount)..<min(range.upperBound, prefixCount)
+        return (
+            prefix, max(range.lowerBound, prefixCount) - prefixCount..<max(range.upperBound, prefixCount) - prefixCount
+        )
     }
 
     /// What ``encodeNext(flow:encoder:into:)`` appended.
@@ -295,8 +311,10 @@ package struct FrameScheduler: Sendable {
         case .frame(let frame): return frame
         case .data(let channel, let bytes, let range):
             return .channelData(channel: channel, bytes: range == bytes.indices ? bytes : Array(bytes[range]))
-        case .fragment(let channel, let id, let total, let isLast, let bytes, let range):
-            let data = range == bytes.indices ? bytes : Array(bytes[range])
+        case .fragment(let channel, let id, let total, let isLast, let prefix, let bytes, let range):
+            let parts = Self.split(range, prefixCount: prefix.count)
+            var data = parts.bytes == bytes.indices ? bytes : Array(bytes[parts.bytes])
+            if !parts.prefix.isEmpty { data.insert(contentsOf: prefix.bytes[parts.prefix], at: 0) }
             return .message(
                 channel: channel,
                 fragment: Frame.MessageFragment(id: id, totalLength: total, isLast: isLast, bytes: data))
@@ -348,14 +366,28 @@ package struct FrameScheduler: Sendable {
             return (
                 EncodedFrame(type: .channelData, channel: channel, dataBytes: range.count), gather ? data[range] : []
             )
-        case .fragment(let channel, let id, let total, let isLast, let data, let range):
-            let gather = range.count >= threshold
-            try data.withUnsafeBytesTyped { all throws(FrameEncodingError) in
-                try encoder.encodeMessageFragment(
-                    channel: channel, id: id, totalLength: total, isLast: isLast,
-                    UnsafeRawBufferPointer(rebasing: all[range]), into: &bytes, payloadFollows: gather)
+        case .fragment(let channel, let id, let total, let isLast, let prefix, let data, let range):
+            // The prefix's part is appended; the caller's bytes are appended or gathered, never joined to it first.
+            let parts = Self.split(range, prefixCount: prefix.count)
+            let gather = parts.bytes.count >= threshold
+            func encode(leading: UnsafeRawBufferPointer) throws(FrameEncodingError) {
+                try data.withUnsafeBytesTyped { all throws(FrameEncodingError) in
+                    try encoder.encodeMessageFragment(
+                        channel: channel, id: id, totalLength: total, isLast: isLast, leading: leading,
+                        UnsafeRawBufferPointer(rebasing: all[parts.bytes]), into: &bytes, payloadFollows: gather)
+                }
             }
-            return (EncodedFrame(type: .message, channel: channel, dataBytes: range.count), gather ? data[range] : [])
+            if parts.prefix.isEmpty {
+                try encode(leading: UnsafeRawBufferPointer(start: nil, count: 0))
+            } else {
+                try prefix.withUnsafeBytes { all throws(FrameEncodingError) in
+                    try encode(leading: UnsafeRawBufferPointer(rebasing: all[parts.prefix]))
+                }
+            }
+            return (
+                EncodedFrame(type: .message, channel: channel, dataBytes: range.count),
+                gather ? data[parts.bytes] : []
+            )
         }
     }
 
@@ -433,7 +465,7 @@ package struct FrameScheduler: Sendable {
         case .message(let id):
             // The first fragment pays for the whole message (see FlowController); the rest travel on that credit.
             if !item.started {
-                let cost = FlowController.messageCost(length: item.bytes.count)
+                let cost = FlowController.messageCost(length: item.length)
                 guard (try? flow.reserveWhole(channel: channel, count: cost)) == true else {
                     if creditWaiter == nil, (flow.sendWindow(channel)?.credit ?? 0) >= cost { creditWaiter = channel }
                     queue.replaceFirst(item)
@@ -442,16 +474,16 @@ package struct FrameScheduler: Sendable {
                 if creditWaiter == channel { creditWaiter = nil }
             }
             let overhead = item.started ? Self.messageOverhead : Self.messageFirstOverhead
-            let remaining = item.bytes.count - item.sent
+            let remaining = item.length - item.sent
             let count = min(remaining, limits.maximumPayloadLength - overhead)
-            let total = item.bytes.count
+            let total = item.length
             let range = item.sent..<item.sent + count
             let totalLength = item.started ? nil : UInt64(total)
             item.started = true
             item.sent += count
             isDone = item.sent == total
             piece = .fragment(
-                channel: channel, id: id, totalLength: totalLength, isLast: count == remaining,
+                channel: channel, id: id, totalLength: totalLength, isLast: count == remaining, prefix: item.prefix,
                 bytes: Self.hand(&item.bytes, whole: isDone), range: range)
         }
         if isDone {

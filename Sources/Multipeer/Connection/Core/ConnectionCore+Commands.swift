@@ -47,7 +47,7 @@ extension ConnectionCore {
 
     /// Queues messages on the default message channel, in order, all or none (the batch must fit in
     /// ``queueRoom(channel:)``): ``sendMessage(_:channel:)`` for many messages at the cost of one.
-    func sendMessages(_ messages: consuming [[UInt8]]) throws(ConnectionError) {
+    func sendMessages(_ messages: consuming [OutboundMessage]) throws(ConnectionError) {
         guard acceptsMessages else { throw notOpen() }
         var total = 0
         for index in messages.indices {

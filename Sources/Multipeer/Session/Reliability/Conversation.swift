@@ -69,13 +69,14 @@ final class Conversation: Sendable {
             case .failed(let error): return (.failure(error), .nothing)
             case .full: return (nil, .nothing)
             case .queued(let sequence, let write):
-                guard write, let connection = state.link?.connection, let frame = state.machine.lastQueuedFrame else {
+                guard write, let connection = state.link?.connection, let message = state.machine.lastQueued else {
                     return (.success(sequence), .nothing)
                 }
                 // Queued on the connection under the lock (two senders cannot write out of order); the loop is
                 // woken after it (waking may write from this thread).
                 do throws(ConnectionError) {
-                    return (.success(sequence), try connection.enqueueWithoutKick(frame) ? .kick(connection) : .nothing)
+                    let kick = try connection.enqueueWithoutKick(message)
+                    return (.success(sequence), kick ? .kick(connection) : .nothing)
                 } catch {
                     // Full (or closing): the writer takes it; a closed link's entry is written on the next one.
                     if case .sendBufferFull = error.code, let entry = state.machine.handToWriter(),

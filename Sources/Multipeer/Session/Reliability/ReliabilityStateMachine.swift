@@ -9,8 +9,18 @@ struct ReliabilityStateMachine {
     /// A numbered message waiting for its acknowledgement.
     struct Entry: Sendable {
         let sequence: UInt64
-        /// The frame as sent: tag, sequence number, data.
-        let frame: [UInt8]
+        /// Whether the peer is asked for a receipt.
+        let receipt: Bool
+        /// The application's bytes, as it gave them (shared, not copied).
+        let data: [UInt8]
+
+        /// The message as sent: the tag and sequence number as a prefix the connection writes before the data
+        /// (gathered, never joined to it in a new array).
+        var message: OutboundMessage {
+            OutboundMessage(
+                prefix: MessagePrefix(receipt ? Tag.numberedWithReceipt : Tag.numbered, bigEndian: sequence), body: data
+            )
+        }
     }
 
     /// The first byte of an application message on a link.
@@ -148,12 +158,7 @@ struct ReliabilityStateMachine {
         }
         let sequence = nextSequence
         nextSequence += 1
-        var frame = [UInt8]()
-        frame.reserveCapacity(Tag.headerLength + data.count)
-        frame.append(receipt ? Tag.numberedWithReceipt : Tag.numbered)
-        withUnsafeBytes(of: sequence.bigEndian) { frame.append(contentsOf: $0) }
-        frame.append(contentsOf: data)
-        outbox.append(Entry(sequence: sequence, frame: frame))
+        outbox.append(Entry(sequence: sequence, receipt: receipt, data: data))
         outboxBytes += data.count
         if receipt, expecting.count < Limits.expectingReceipts { expecting.insert(sequence) }
         // The writer waits at exactly this entry: it is written now, by whoever queued it.
@@ -164,8 +169,8 @@ struct ReliabilityStateMachine {
         return .queued(sequence, write: true)
     }
 
-    /// The frame of the message queued last (the one ``enqueue(_:receipt:)`` said to write now).
-    var lastQueuedFrame: [UInt8]? { outbox.last?.frame }
+    /// The message queued last (the one ``enqueue(_:receipt:)`` said to write now).
+    var lastQueued: OutboundMessage? { outbox.last?.message }
 
     /// The entry just queued with `write: true` could not be written in place (the connection's buffer is full):
     /// the writer takes it over.
@@ -264,7 +269,7 @@ struct ReliabilityStateMachine {
 
     private mutating func drop(upTo sequence: UInt64) {
         while head < outbox.count, outbox[head].sequence <= sequence {
-            outboxBytes -= outbox[head].frame.count - Tag.headerLength
+            outboxBytes -= outbox[head].data.count
             head += 1
             if let index = writeIndex { writeIndex = max(index, head) }
         }
