@@ -13,17 +13,21 @@ final class RawListener: @unchecked Sendable {
     let address: SocketAddress
     private var fillers: [Int32] = []
 
-    /// Binds and listens on `host` with the given backlog; port 0 picks a free port.
-    init(_ host: IPAddress, port: UInt16 = 0, backlog: Int32 = 16) throws {
+    /// Binds and listens on `host` with the given backlog; port 0 picks a free port. With `listening` false the
+    /// socket is only bound: a connect to its port is refused, and nothing else can take the port meanwhile.
+    init(_ host: IPAddress, port: UInt16 = 0, backlog: Int32 = 16, listening: Bool = true) throws {
         let family = host.isIPv4 ? AF_INET : AF_INET6
         let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
         self.fd = fd
         guard fd >= 0 else { throw SystemCallError(call: "socket", errno: errno) }
         var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        // Not for a port held closed: two sockets that both allow reuse may share a port while neither listens.
+        if listening { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) }
         if family == AF_INET6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(4)) }
         let result = Self.withSockaddr(host, port: port) { Glibc.bind(fd, $0, $1) }
-        guard result == 0, listen(fd, backlog) == 0 else { throw SystemCallError(call: "bind", errno: errno) }
+        guard result == 0, !listening || listen(fd, backlog) == 0 else {
+            throw SystemCallError(call: "bind", errno: errno)
+        }
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = withUnsafeMutablePointer(to: &storage) {
@@ -35,11 +39,11 @@ final class RawListener: @unchecked Sendable {
         address = SocketAddress(host, port: bound)
     }
 
-    /// A port on `host` where nobody listens: bound once, then released, so a connect there is refused.
-    static func closedPort(_ host: IPAddress) throws -> SocketAddress {
-        let listener = try RawListener(host)
-        listener.close()
-        return listener.address
+    /// A port on `host` where nobody listens, held by a bound socket until ``close()``: a connect there is refused.
+    /// (A port bound once and released could be bound again by a test running beside, or be picked as a connect's
+    /// own local port, which connects it to itself.)
+    static func closedPort(_ host: IPAddress) throws -> RawListener {
+        try RawListener(host, listening: false)
     }
 
     /// A listener on 127.0.0.1 that never accepts and whose backlog is full: a connect to it stays in

@@ -27,7 +27,9 @@ struct PeerDialerTests {
 
     @Test func aRefusedAddressIsPassedOverAtOnce() async throws {
         try await Self.withBob { loop, listener in
-            let closed = try RawListener.closedPort(Self.v4)
+            let holder = try RawListener.closedPort(Self.v4)
+            defer { holder.close() }
+            let closed = holder.address
             let started = ContinuousClock.now
             // A delay far longer than the test may take, even on a loaded machine: only the refusal can start
             // the second attempt this soon.
@@ -85,7 +87,9 @@ struct PeerDialerTests {
     @Test func whenEveryAddressFailsEachAttemptsFailureIsReported() async throws {
         let loop = try EventLoop(name: "dial-test")
         defer { loop.shutdown() }
-        let addresses = [try RawListener.closedPort(Self.v4), try RawListener.closedPort(Self.v6)]
+        let holders = [try RawListener.closedPort(Self.v4), try RawListener.closedPort(Self.v6)]
+        defer { for holder in holders { holder.close() } }
+        let addresses = holders.map(\.address)
         do {
             _ = try await PeerConnection.connect(
                 to: addresses, expecting: TestPeers.bob.fingerprint, configuration: Self.ada, loop: loop)
@@ -100,7 +104,9 @@ struct PeerDialerTests {
 
     @Test func aPeerThatProvesAnotherIdentityIsReportedAsSuch() async throws {
         try await Self.withBob { loop, listener in
-            let closed = try RawListener.closedPort(Self.v4)
+            let holder = try RawListener.closedPort(Self.v4)
+            defer { holder.close() }
+            let closed = holder.address
             do throws(ConnectionError) {
                 // Time enough for the handshake on a loaded machine: the test is about what the dial reports.
                 _ = try await PeerConnection.connect(
