@@ -175,6 +175,33 @@ struct FrameSchedulerTests {
         }
     }
 
+    @Test("a prefix counts in a message's size: its priority class, and what a reset drops unsent")
+    func prefixCountsInSize() throws {
+        let prefix = MessagePrefix(2, bigEndian: 5)
+        #expect(prefix == MessagePrefix(2, bigEndian: 5) && prefix != MessagePrefix(3, bigEndian: 5))
+        #expect(prefix != .none && MessagePrefix.none.count == 0)
+        // 16,375 bytes and a 9-byte prefix are a 16,384-byte message: small. One byte more is not.
+        for (body, small) in [(16_375, true), (16_376, false)] {
+            var flow = try flow(channels: [1, 3])
+            var scheduler = FrameScheduler()
+            try scheduler.enqueueData([UInt8](repeating: 0, count: 1 << 20), channel: 1)
+            try scheduler.enqueueMessages(
+                [OutboundMessage(prefix: prefix, body: [UInt8](repeating: 1, count: body))], channel: 3)
+            #expect((scheduler.next(flow: &flow)?.channel == 3) == small, "body \(body)")
+        }
+        // A message of 9 + 200 bytes in frames of 100: after its first fragment (88 bytes of data), 121 are unsent.
+        var flow = try flow(channels: [3])
+        var scheduler = FrameScheduler(limits: .init(maximumPayloadLength: 100))
+        try scheduler.enqueueMessages(
+            [OutboundMessage(prefix: prefix, body: [UInt8](repeating: 1, count: 200))], channel: 3)
+        guard case .message(3, let first)? = scheduler.next(flow: &flow) else {
+            Issue.record("no first fragment")
+            return
+        }
+        #expect(first.totalLength == 209 && first.bytes.count == 88 && Array(first.bytes.prefix(9)) == prefix.bytes)
+        #expect(scheduler.removeChannel(3) == 121)
+    }
+
     @Test("a prefixed message's body is the caller's array, not a copy, until it is encoded")
     func prefixedBodyIsShared() {
         let body = [UInt8](repeating: 7, count: 64)

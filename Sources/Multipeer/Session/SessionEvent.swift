@@ -45,10 +45,15 @@ public struct ReceivedMessage: Sendable {
     /// Who sent it.
     public let peer: Peer
     /// The message, as a slice of what the link received (the session's header is sliced off, not copied off).
-    /// Read it in place: `String(decoding: message.bytes, as: UTF8.self)`, `Data(message.bytes)`.
+    /// Read it in place: `String(decoding: message.bytes, as: UTF8.self)`, `Data(message.bytes)`, `for byte in`.
+    ///
+    /// Like every `ArraySlice`, its indices are those of the array it is a slice of: they start at
+    /// `bytes.startIndex` (after the header: 9 for a reliable message, 1 for an unreliable one), not at 0. Index
+    /// from `startIndex` (`bytes.first`, `bytes.dropFirst(2)`), or take ``data``, which starts at 0.
     public let bytes: ArraySlice<UInt8>
 
-    /// The message as an array of its own: a copy of ``bytes``, made on each access.
+    /// The message as an array of its own, indexed from 0: a copy of ``bytes``, made anew on each access (keep it
+    /// in a local rather than reading `data` repeatedly).
     public var data: [UInt8] { Array(bytes) }
 
     init(peer: Peer, bytes: ArraySlice<UInt8>) {

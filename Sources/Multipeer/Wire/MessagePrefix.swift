@@ -37,12 +37,15 @@ package struct MessagePrefix: Sendable, Hashable {
         }
     }
 
+    // Bytes past `count` are always zero, so equal bytes are equal stored values.
     package static func == (lhs: MessagePrefix, rhs: MessagePrefix) -> Bool {
-        lhs.count == rhs.count && lhs.bytes == rhs.bytes
+        lhs.length == rhs.length && lhs.storage.0 == rhs.storage.0 && lhs.storage.1 == rhs.storage.1
     }
 
     package func hash(into hasher: inout Hasher) {
-        withUnsafeBytes { hasher.combine(bytes: $0) }
+        hasher.combine(length)
+        hasher.combine(storage.0)
+        hasher.combine(storage.1)
     }
 }
 
