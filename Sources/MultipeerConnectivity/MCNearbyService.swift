@@ -78,8 +78,8 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
     private let groupSecret: GroupSecret?
 
     /// An advertiser for `myPeerID` (made on this device). Stops with the rule broken for an invalid service
-    /// type (1-15 lowercase letters, digits and hyphens, at least one letter, no hyphen at either end or
-    /// twice in a row), as Apple raises.
+    /// type (1-15 letters of either case, digits and hyphens, at least one letter, no hyphen at either end or
+    /// twice in a row), as Apple raises. Case does not matter: `MKSVC` finds and is found by `mksvc`.
     public convenience init(peer myPeerID: MCPeerID, discoveryInfo info: [String: String]?, serviceType: String) {
         self.init(peer: myPeerID, discoveryInfo: info, serviceType: serviceType, groupSecret: nil)
     }

@@ -27,8 +27,8 @@ public class PeerConnectionManager: @unchecked Sendable {
         registry.withLock { $0.compactMapValues { $0.manager } }
     }
 
-    /// Whether `serviceType` is 1-15 lowercase letters, digits and hyphens, with a letter, no hyphen at either end
-    /// and none twice in a row.
+    /// Whether `serviceType` is 1-15 letters of either case, digits and hyphens, with a letter, no hyphen at either
+    /// end and none twice in a row.
     public static func isValidServiceType(_ serviceType: ServiceType) -> Bool {
         // The one implementation of the rules (RFC 6335), as MCNearbyServiceAdvertiser and the engine use them.
         (try? MulticastDNS.ServiceType(serviceType)) != nil
@@ -114,7 +114,7 @@ public class PeerConnectionManager: @unchecked Sendable {
     ) {
         guard Self.isValidServiceType(serviceType) else {
             fatalError(
-                "PeerConnectivity: invalid serviceType '\(serviceType)': 1-15 lowercase letters, digits and hyphens, "
+                "PeerConnectivity: invalid serviceType '\(serviceType)': 1-15 letters, digits and hyphens, "
                     + "with a letter, no hyphen at either end or twice in a row")
         }
         self.serviceType = serviceType

@@ -1,7 +1,7 @@
 public import Foundation
 public import MultipeerConnectivity
 
-/// The service type peers connect over (1-15 lowercase letters, digits and hyphens).
+/// The service type peers connect over (1-15 letters of either case, digits and hyphens; case does not matter).
 public typealias ServiceType = String
 
 /// Discovery metadata advertised in the DNS-SD TXT record: public and unauthenticated.

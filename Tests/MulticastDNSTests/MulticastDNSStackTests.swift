@@ -116,7 +116,7 @@ struct MulticastDNSStackTests {
         let tooLong = await Self.refusal { try await stack.advertise(type, name: long, port: 1) }
         #expect(tooLong?.code == .invalidService(.instanceNameTooLong(long, bytes: 64)))
         #expect(tooLong?.reason.contains("at most 63") == true, "the reason names the rule")
-        #expect(throws: ServiceValidationError.self) { try ServiceType("Chat") }
+        #expect(throws: ServiceValidationError.self) { try ServiceType("my_app") }
         await stack.shutdown()
     }
 

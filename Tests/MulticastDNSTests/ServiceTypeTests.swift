@@ -4,20 +4,30 @@ import Testing
 @Suite struct ServiceTypeTests {
     @Test(arguments: ["chat", "_chat._tcp", "_chat._tcp.local", "_chat._tcp.local.", "_CHAT._TCP.LOCAL."])
     func acceptedSpellings(_ text: String) throws {
-        if text.contains("CHAT") {
-            #expect(throws: ServiceValidationError.serviceTypeInvalidCharacter("CHAT", "C")) {
-                try ServiceType(text)
-            }
-            return
-        }
         let type = try ServiceType(text)
-        #expect(type.name == "chat")
+        // Upper case is allowed and kept (RFC 6335 section 5.1), and the same service type as lower case.
+        #expect(type.name == (text.contains("CHAT") ? "CHAT" : "chat"))
         #expect(type.transport == .tcp)
         #expect(type.domainName == (try DNSName("_chat._tcp.local.")))
-        #expect(type.description == "_chat._tcp")
+        #expect(type.description.lowercased() == "_chat._tcp")
+        let lower = try ServiceType("chat")
+        #expect(type == lower && type.hashValue == lower.hashValue)
     }
 
-    @Test(arguments: ["a-b", "x1", "abcdefghijklmno", "1a", "a-b-c"])
+    @Test func namesCompareWithoutCaseButKeepIt() throws {
+        // A wrapper's default ("MKSVC"), as Apple's framework accepts it.
+        let upper = try ServiceType("MKSVC")
+        #expect(upper.name == "MKSVC" && upper.description == "_MKSVC._tcp")
+        let spellings = [upper, try ServiceType("mksvc"), try ServiceType("_MkSvc._tcp")]
+        #expect(Set(spellings).count == 1)
+        let overUDP = try ServiceType("mksvc", transport: .udp)
+        let other = try ServiceType("mksvd")
+        #expect(upper != overUDP && upper != other)
+        let fromName = try ServiceType(domainName: upper.domainName)
+        #expect(fromName == upper)
+    }
+
+    @Test(arguments: ["a-b", "x1", "abcdefghijklmno", "1a", "a-b-c", "Chat", "MKSVC", "X-1"])
     func validNames(_ name: String) throws {
         #expect(try ServiceType(name).name == name)
     }
@@ -42,7 +52,6 @@ import Testing
         ("", ServiceValidationError.serviceTypeEmpty),
         ("_", .serviceTypeEmpty),
         ("abcdefghijklmnop", .serviceTypeTooLong("abcdefghijklmnop", length: 16)),
-        ("Chat", .serviceTypeInvalidCharacter("Chat", "C")),
         ("my_app", .serviceTypeInvalidCharacter("my_app", "_")),
         ("caf\u{e9}", .serviceTypeInvalidCharacter("caf\u{e9}", "\u{e9}")),
         ("123", .serviceTypeNoLetter("123")),
@@ -63,9 +72,9 @@ import Testing
 
     @Test func descriptionsNameTheRule() {
         #expect(
-            ServiceValidationError.serviceTypeInvalidCharacter("Chat", "C").description
-                == "service type \"Chat\": character \"C\" is not allowed; RFC 6335 section 5.1 allows only "
-                + "lowercase letters, digits and hyphens")
+            ServiceValidationError.serviceTypeInvalidCharacter("my_app", "_").description
+                == "service type \"my_app\": character \"_\" is not allowed; RFC 6335 section 5.1 allows only "
+                + "ASCII letters, digits and hyphens")
         #expect(ServiceValidationError.serviceTypeTooLong("x", length: 16).description.contains("at most 15"))
         #expect(ServiceValidationError.serviceTypeNoLetter("1").description.contains("at least one"))
         #expect(ServiceValidationError.serviceTypeHyphenPlacement("-a").description.contains("adjacent hyphens"))

@@ -94,6 +94,40 @@ extension CompatibilitySuites {
             #expect(throws: MCError.self) { try pair.bobSession.startStream(withName: "x", toPeer: stranger) }
         }
 
+        /// A wrapper's default service type is upper case ("MKSVC"). Apple's framework accepts it, and service
+        /// types compare without case (RFC 6335): peers that spell one differently find and invite each other.
+        @Test func anUpperCaseServiceTypeWorksAndMeetsItsLowerCaseSpelling() async throws {
+            let service = FacadeTestSetup.serviceType()
+            let alice = MCPeerID(displayName: "Alice")
+            let bob = MCPeerID(displayName: "Bob")
+            let aliceSession = MCSession(peer: alice, securityIdentity: nil, encryptionPreference: .required)
+            let bobSession = MCSession(peer: bob, securityIdentity: nil, encryptionPreference: .required)
+            let aliceLog = Recorder("Alice")
+            let bobLog = Recorder("Bob")
+            aliceSession.delegate = aliceLog
+            bobSession.delegate = bobLog
+            aliceLog.accepting.withLock { $0 = aliceSession }
+            let advertiser = MCNearbyServiceAdvertiser(
+                peer: alice, discoveryInfo: nil, serviceType: service.uppercased())
+            advertiser.delegate = aliceLog
+            let browser = MCNearbyServiceBrowser(peer: bob, serviceType: service)
+            browser.delegate = bobLog
+            #expect(advertiser.serviceType == service.uppercased() && advertiser.serviceType != service)
+            advertiser.startAdvertisingPeer()
+            browser.startBrowsingForPeers()
+            #expect(await soon { bobLog.snapshot().found[alice] != nil })
+            // The invitation names the browser's spelling; the advertiser's is the other one.
+            browser.invitePeer(alice, to: bobSession, withContext: nil, timeout: 10)
+            let connected = await soon {
+                aliceSession.connectedPeers.contains(bob) && bobSession.connectedPeers.contains(alice)
+            }
+            #expect(connected, "\(bobLog.snapshot().states)")
+            advertiser.stopAdvertisingPeer()
+            browser.stopBrowsingForPeers()
+            aliceSession.disconnect()
+            bobSession.disconnect()
+        }
+
         /// Apple's usual shape: a host advertises and accepts, guests browse and invite it; the host's session
         /// introduces the guests to each other, so every guest ends connected to every other.
         @Test func guestsThatInviteAHostAreConnectedToEachOther() async throws {

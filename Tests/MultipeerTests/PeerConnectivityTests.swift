@@ -232,8 +232,11 @@ extension CompatibilitySuites {
         }
 
         @Test func serviceTypesAndNamesFollowTheRules() {
-            #expect(PeerConnectionManager.isValidServiceType("chat-room"))
-            for bad in ["", "UPPER", "-lead", "trail-", "two--dash", "1234", "sixteen-chars-xx", "dot.ted"] {
+            // Letters of either case (RFC 6335), as Apple's framework accepts them: MultipeerKit's default is "MKSVC".
+            #expect(
+                PeerConnectionManager.isValidServiceType("chat-room")
+                    && PeerConnectionManager.isValidServiceType("MKSVC"))
+            for bad in ["", "under_score", "-lead", "trail-", "two--dash", "1234", "sixteen-chars-xx", "dot.ted"] {
                 #expect(!PeerConnectionManager.isValidServiceType(bad), "\(bad)")
             }
             #expect(Peer.isValidDisplayName("Ann") && !Peer.isValidDisplayName(""))

@@ -1,6 +1,9 @@
 /// A validated DNS-SD service type such as `_chat._tcp` (RFC 6763 section 7, RFC 6335 section 5.1).
+///
+/// Service names are case-insensitive (RFC 6335 section 5.1): `MKSVC` and `mksvc` are the same service type,
+/// equal and with the same hash; the name keeps the case it was written in, and is advertised so.
 public struct ServiceType: Hashable, Sendable, CustomStringConvertible {
-    /// The service name without underscore, e.g. `chat`.
+    /// The service name without underscore, e.g. `chat`, in the case it was written in.
     public let name: String
     /// The transport protocol.
     public let transport: ServiceTransport
@@ -74,15 +77,26 @@ public struct ServiceType: Hashable, Sendable, CustomStringConvertible {
     /// `_name._tcp` or `_name._udp`.
     public var description: String { "_\(name).\(transport.label)" }
 
-    /// Checks RFC 6335 section 5.1: 1 to 15 characters; lowercase letters, digits and hyphens; at least one
-    /// letter; no leading, trailing or adjacent hyphens.
+    /// Whether two service types are the same, ignoring the case of their names (which are ASCII).
+    public static func == (a: ServiceType, b: ServiceType) -> Bool {
+        a.transport == b.transport && a.name.lowercased() == b.name.lowercased()
+    }
+
+    /// Hashes the name without its case, so that equal service types hash alike.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(transport)
+        hasher.combine(name.lowercased())
+    }
+
+    /// Checks RFC 6335 section 5.1: 1 to 15 characters; ASCII letters (either case), digits and hyphens; at least
+    /// one letter; no leading, trailing or adjacent hyphens.
     static func validateName(_ name: String) throws(ServiceValidationError) {
         guard !name.isEmpty else { throw .serviceTypeEmpty }
         guard name.count <= maximumNameLength else { throw .serviceTypeTooLong(name, length: name.count) }
         var hasLetter = false
         for character in name {
             switch character {
-            case "a"..."z": hasLetter = true
+            case "a"..."z", "A"..."Z": hasLetter = true
             case "0"..."9", "-": break
             default: throw .serviceTypeInvalidCharacter(name, character)
             }

@@ -5,7 +5,7 @@ public enum ServiceValidationError: Error, Hashable, Sendable, CustomStringConve
     case serviceTypeEmpty
     /// The service name is longer than 15 characters.
     case serviceTypeTooLong(String, length: Int)
-    /// The service name contains a character other than a lowercase letter, digit or hyphen.
+    /// The service name contains a character other than an ASCII letter, digit or hyphen.
     case serviceTypeInvalidCharacter(String, Character)
     /// The service name has no letter.
     case serviceTypeNoLetter(String)
@@ -41,7 +41,7 @@ public enum ServiceValidationError: Error, Hashable, Sendable, CustomStringConve
             "service type \"\(name)\" is \(length) characters; RFC 6335 section 5.1 allows at most 15"
         case .serviceTypeInvalidCharacter(let name, let character):
             "service type \"\(name)\": character \"\(character)\" is not allowed; RFC 6335 section 5.1 allows only "
-                + "lowercase letters, digits and hyphens"
+                + "ASCII letters, digits and hyphens"
         case .serviceTypeNoLetter(let name):
             "service type \"\(name)\" has no letter; RFC 6335 section 5.1 requires at least one"
         case .serviceTypeHyphenPlacement(let name):

@@ -64,7 +64,7 @@ public final class PeerAdvertiser: Sendable {
 
     /// Starts advertising.
     /// - Parameters:
-    ///   - serviceType: The service type, such as `chat` (1-15 lowercase letters, digits and hyphens).
+    ///   - serviceType: The service type, such as `chat` (1-15 letters of either case, digits and hyphens).
     ///   - identity: This side's identity; its display name is the instance name.
     ///   - discoveryInfo: The application's keys and values (not starting with `mp.`).
     ///   - encryption: What the listener negotiates with inviters; accept only into sessions whose preference

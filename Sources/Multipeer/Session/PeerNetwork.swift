@@ -82,7 +82,13 @@ public actor PeerNetwork {
 
     struct AdvertiserKey: Hashable {
         var listener: ListenerKey
+        /// Lowercased: service types compare without case (RFC 6335), so `_MKSVC._tcp` reaches `_mksvc._tcp`.
         var serviceType: String
+
+        init(listener: ListenerKey, serviceType: String) {
+            self.listener = listener
+            self.serviceType = serviceType.lowercased()
+        }
     }
 
     struct ListenerEntry {
