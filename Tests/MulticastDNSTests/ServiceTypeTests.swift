@@ -25,6 +25,10 @@ import Testing
         #expect(upper != overUDP && upper != other)
         let fromName = try ServiceType(domainName: upper.domainName)
         #expect(fromName == upper)
+        // Only ASCII folds: the Kelvin sign lowercases to "k" in Unicode, but is no letter of a service type.
+        #expect(throws: ServiceValidationError.serviceTypeInvalidCharacter("m\u{212A}svc", "\u{212A}")) {
+            try ServiceType("m\u{212A}svc")
+        }
     }
 
     @Test(arguments: ["a-b", "x1", "abcdefghijklmno", "1a", "a-b-c", "Chat", "MKSVC", "X-1"])

@@ -202,16 +202,6 @@ struct FrameSchedulerTests {
         #expect(scheduler.removeChannel(3) == 121)
     }
 
-    @Test("a prefixed message's body is the caller's array, not a copy, until it is encoded")
-    func prefixedBodyIsShared() {
-        let body = [UInt8](repeating: 7, count: 64)
-        let message = OutboundMessage(prefix: MessagePrefix(2, bigEndian: 1), body: body)
-        let same = body.withUnsafeBufferPointer { a in
-            message.body.withUnsafeBufferPointer { $0.baseAddress == a.baseAddress }
-        }
-        #expect(same)
-    }
-
     @Test("a large message is sent in fragments that reassemble to it, through the codec")
     func fragmentation() throws {
         var flow = try flow(channels: [4])

@@ -77,15 +77,15 @@ public struct ServiceType: Hashable, Sendable, CustomStringConvertible {
     /// `_name._tcp` or `_name._udp`.
     public var description: String { "_\(name).\(transport.label)" }
 
-    /// Whether two service types are the same, ignoring the case of their names (which are ASCII).
+    /// Whether two service types are the same, folding ASCII case as DNS names do (no allocation).
     public static func == (a: ServiceType, b: ServiceType) -> Bool {
-        a.transport == b.transport && a.name.lowercased() == b.name.lowercased()
+        a.transport == b.transport && DNSName.labelsEqual(a.name, b.name)
     }
 
-    /// Hashes the name without its case, so that equal service types hash alike.
+    /// Hashes the name with ASCII case folded, so that equal service types hash alike.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(transport)
-        hasher.combine(name.lowercased())
+        for byte in name.utf8 { hasher.combine(DNSName.asciiLower(byte)) }
     }
 
     /// Checks RFC 6335 section 5.1: 1 to 15 characters; ASCII letters (either case), digits and hyphens; at least
@@ -95,9 +95,14 @@ public struct ServiceType: Hashable, Sendable, CustomStringConvertible {
         guard name.count <= maximumNameLength else { throw .serviceTypeTooLong(name, length: name.count) }
         var hasLetter = false
         for character in name {
-            switch character {
-            case "a"..."z", "A"..."Z": hasLetter = true
-            case "0"..."9", "-": break
+            // By byte, not by Character: Swift compares characters up to canonical equivalence, so the Kelvin sign
+            // (U+212A) would pass as "K" and put three non-ASCII bytes on the wire.
+            guard character.utf8.count == 1, let byte = character.utf8.first else {
+                throw .serviceTypeInvalidCharacter(name, character)
+            }
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"): hasLetter = true
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"): break
             default: throw .serviceTypeInvalidCharacter(name, character)
             }
         }

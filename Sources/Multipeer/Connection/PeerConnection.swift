@@ -142,9 +142,7 @@ public final class PeerConnection: Sendable {
     /// - Throws: ``ConnectionError`` if the message is too long for the peer
     ///   (``ConnectionError/Code/messageTooLarge(length:limit:)``) or the connection is closing or closed.
     public nonisolated(nonsending) func send(_ message: [UInt8]) async throws(ConnectionError) {
-        try checkLength(message.count)
-        let driver = driver
-        try await driver.shared.enqueue(OutboundMessage(message)) { driver.serviceAfterSend() }
+        try await send(OutboundMessage(message))
     }
 
     /// Sends `prefix` then `body` as one message, like ``send(_:)``, without joining them first.

@@ -114,7 +114,7 @@ public final class PeerAdvertiser: Sendable {
         self.limits = limits
         connection = network.connectionConfiguration(
             identity: identity, encryption: encryption, groupSecret: groupSecret)
-        key = PeerNetwork.AdvertiserKey(listener: PeerNetwork.ListenerKey(connection), serviceType: type.description)
+        key = PeerNetwork.AdvertiserKey(listener: PeerNetwork.ListenerKey(connection), serviceType: type)
         (invitations, sink) = AsyncStream<Invitation>.makeStream(bufferingPolicy: .bufferingOldest(limits.total))
         port = try await network.listenPort(for: connection)
         if publish {

@@ -82,13 +82,8 @@ public actor PeerNetwork {
 
     struct AdvertiserKey: Hashable {
         var listener: ListenerKey
-        /// Lowercased: service types compare without case (RFC 6335), so `_MKSVC._tcp` reaches `_mksvc._tcp`.
-        var serviceType: String
-
-        init(listener: ListenerKey, serviceType: String) {
-            self.listener = listener
-            self.serviceType = serviceType.lowercased()
-        }
+        /// Compared as service types are (ASCII case folded, RFC 6335): `_MKSVC._tcp` reaches `_mksvc._tcp`.
+        var serviceType: ServiceType
     }
 
     struct ListenerEntry {
@@ -218,7 +213,10 @@ public actor PeerNetwork {
                     .inviteAnswer(id: id, answer: .refused, reason: "no session here issued this connection ticket"))
                 return link.close("unknown connection ticket")
             }
-            guard let advertiser = advertisers[AdvertiserKey(listener: key, serviceType: serviceType)] else {
+            // The inviter's text, parsed by the one set of rules: a name that is no service type finds nobody.
+            guard let type = try? ServiceType(serviceType),
+                let advertiser = advertisers[AdvertiserKey(listener: key, serviceType: type)]
+            else {
                 link.send(.inviteAnswer(id: id, answer: .refused, reason: "nobody here advertises \(serviceType)"))
                 return link.close("no advertiser for \(serviceType)")
             }
