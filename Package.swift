@@ -29,7 +29,11 @@ let package = Package(
             name: "Multipeer", dependencies: ["COpenSSL", "MultipeerIO", "MulticastDNS"], swiftSettings: strict),
         // Apple's MultipeerConnectivity API on the native one (a facade: no engine logic).
         .target(
-            name: "MultipeerConnectivity", dependencies: ["Multipeer", "MulticastDNS"], swiftSettings: strict),
+            name: "MultipeerConnectivity",
+            dependencies: ["Multipeer", "MulticastDNS", "MultipeerConnectivitySubmodules"], swiftSettings: strict),
+        // A Clang module named MultipeerConnectivity with Apple's submodules (empty headers), so that
+        // `import MultipeerConnectivity.MCPeerID` works as against Apple's framework.
+        .systemLibrary(name: "MultipeerConnectivitySubmodules"),
         // The PeerConnectivity library's API on the MultipeerConnectivity facade (a facade: no engine logic).
         .target(
             name: "PeerConnectivity", dependencies: ["MultipeerConnectivity", "MulticastDNS"], swiftSettings: strict),
@@ -47,6 +51,14 @@ let package = Package(
         .executableTarget(
             name: "Chat", dependencies: ["MultipeerConnectivity"], path: "Examples/Chat",
             swiftSettings: [.swiftLanguageMode(.v5)]),
+        // Programs written the way public apps and wrapper libraries write theirs (files that import only
+        // MultipeerConnectivity or a submodule, delegate forwarding, streams on run loops), built unchanged.
+        .executableTarget(
+            name: "WrapperChat", dependencies: ["MultipeerConnectivity"], path: "Examples/WrapperChat",
+            swiftSettings: [.swiftLanguageMode(.v5)]),
+        .executableTarget(
+            name: "StreamShare", dependencies: ["MultipeerConnectivity"], path: "Examples/StreamShare",
+            swiftSettings: [.swiftLanguageMode(.v5)]),
         // The PeerConnectivity README's usage as a program.
         .executableTarget(
             name: "PeerConnectivityDemo", dependencies: ["PeerConnectivity"], path: "Examples/PeerConnectivityDemo",
@@ -56,7 +68,8 @@ let package = Package(
         // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
         .target(name: "NetLab", swiftSettings: strict),
         .executableTarget(
-            name: "MultipeerBenchmarks", dependencies: ["NetLab", "MulticastDNS", "MultipeerIO", "Multipeer"],
+            name: "MultipeerBenchmarks",
+            dependencies: ["NetLab", "MulticastDNS", "MultipeerIO", "Multipeer", "MultipeerConnectivity"],
             swiftSettings: strict),
         // libFuzzer entry point for the mDNS and wire-frame decoders; built with -sanitize=fuzzer by scripts/fuzz.sh.
         .executableTarget(
@@ -79,7 +92,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "NetLab", "multipeer", "MulticastDNS", "ConnectedColors", "PeerLists", "DataSession", "Chat",
-                "PeerConnectivityDemo", "TestIsolation",
+                "PeerConnectivityDemo", "WrapperChat", "StreamShare", "TestIsolation",
             ],
             swiftSettings: strict),
     ]

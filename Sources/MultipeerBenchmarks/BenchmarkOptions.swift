@@ -10,7 +10,7 @@ struct BenchmarkOptions {
                        moves a quarter of the bytes and messages; for baseline, about a quarter of the work
           --verbose    print every run's raw numbers (connection: and each measurement's start and end on stderr)
           --pairs N    connection benchmark 5: idle connection pairs to open (default 1000)
-          --only LIST  comma-separated scenario numbers to run (discovery 1-7, connection 1-5, session 1-6),
+          --only LIST  comma-separated scenario numbers to run (discovery 1-7, connection 1-5, session 1-7),
                        e.g. --only 1,2;
                        or `baseline` alone: the loopback TCP baselines (iperf3, raw TCP pump, raw framed
                        messages, raw ping-pong)

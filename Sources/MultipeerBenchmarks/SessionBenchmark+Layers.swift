@@ -15,11 +15,12 @@ extension SessionBenchmark {
         let bob: Session
         let bare: LoopbackPeers
 
-        static func make() async throws -> Layers {
+        /// Both sessions linked; with `sharedNetwork`, on one network (one event loop), as the facade's are.
+        static func make(sharedNetwork: Bool = false) async throws -> Layers {
             let aliceIdentity = try PeerIdentity.generate(displayName: "Alice")
             let bobIdentity = try PeerIdentity.generate(displayName: "Bob")
             let aliceNetwork = try PeerNetwork(configuration: .loopback)
-            let bobNetwork = try PeerNetwork(configuration: .loopback)
+            let bobNetwork = sharedNetwork ? aliceNetwork : try PeerNetwork(configuration: .loopback)
             let alice = try await Session(identity: aliceIdentity, network: aliceNetwork)
             let bob = try await Session(identity: bobIdentity, network: bobNetwork)
             let fromAlice = try await alice.connectionData(for: bob.localPeer)
@@ -40,7 +41,7 @@ extension SessionBenchmark {
             await alice.disconnect()
             await bob.disconnect()
             await aliceNetwork.shutdown()
-            await bobNetwork.shutdown()
+            if bobNetwork !== aliceNetwork { await bobNetwork.shutdown() }
         }
 
         /// Messages per second through the sessions: one task sending, the receiver counting with `for await`.

@@ -39,6 +39,11 @@ func runSession(_ options: BenchmarkOptions) throws -> Bool {
         rows += layerRows
         notes.append(note)
     }
+    if options.scenarios.contains(7) {
+        let (facadeRows, note) = try blockingAwait { try await SessionBenchmark.facade(options) }
+        rows += facadeRows
+        notes.append(note)
+    }
     if options.scenarios.contains(4) || options.scenarios.contains(5) {
         let lab = try NetLab.create(hosts: 2, ipv6: false)
         defer { lab.teardown() }

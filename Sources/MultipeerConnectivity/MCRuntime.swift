@@ -55,6 +55,9 @@ final class WeakDelegate<Value>: @unchecked Sendable {
 /// queueing without limit, and the wait holds the sending peer back through flow control.
 final class DelegateQueue: Sendable {
     let queue: DispatchQueue
+    /// Runs tasks on ``queue`` (between its other calls, one job at a time): a task preferring it calls the
+    /// delegate directly, in order with everything else queued.
+    let executor: QueueExecutor
     private let waiting = Mutex<(count: Int, bytes: Int, resume: [CheckedContinuation<Void, Never>])>((0, 0, []))
     /// The most calls queued before ``deliver(bytes:_:)`` waits.
     let limit: Int
@@ -63,6 +66,7 @@ final class DelegateQueue: Sendable {
 
     init(label: String, limit: Int = 256, byteLimit: Int = 16 << 20) {
         queue = DispatchQueue(label: label)
+        executor = QueueExecutor(queue)
         self.limit = limit
         self.byteLimit = byteLimit
     }
@@ -102,6 +106,20 @@ final class DelegateQueue: Sendable {
     /// Queues `call` without waiting (state changes and other calls that are few; never data).
     func post(_ call: @escaping @Sendable () -> Void) {
         queue.async(execute: call)
+    }
+}
+
+/// A task executor that runs its jobs on a serial dispatch queue.
+final class QueueExecutor: TaskExecutor {
+    private let queue: DispatchQueue
+
+    init(_ queue: DispatchQueue) {
+        self.queue = queue
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 

@@ -68,12 +68,22 @@ open class MCSession: NSObject, @unchecked Sendable {
     /// The most bytes of data waiting to be sent before `send` throws `unavailable` (an addition).
     public static let maximumQueuedBytes = 64 << 20
 
-    /// The peers connected now.
+    /// The peers connected now, as the delegate has been told: a peer is listed from its `.connected` call on
+    /// (not yet during its `.connecting` call) until its `.notConnected` call.
     public var connectedPeers: [MCPeerID] {
         state.withLock { Array($0.connected.values) }.sorted { $0.displayName < $1.displayName }
     }
 
     private let delegateBox = WeakDelegate<any MCSessionDelegate>()
+    /// What takes data instead of the delegate, if set (see ``receiveData(with:)``).
+    private let dataReceiver = Mutex<(@Sendable (Data, MCPeerID) async -> Void)?>(nil)
+
+    /// For the PeerConnectivity facade: gives received data to `receiver` instead of the delegate's data method,
+    /// on the delegate queue, in order; the session's reader waits for it (suspended, no thread held), so a
+    /// receiver that is behind holds the sender back through flow control.
+    package func receiveData(with receiver: @escaping @Sendable (Data, MCPeerID) async -> Void) {
+        dataReceiver.withLock { $0 = receiver }
+    }
     let calls: DelegateQueue
     private let state: Mutex<State>
     /// The longest data one `send` carries (the connection's message limit less the session's framing).
@@ -81,15 +91,35 @@ open class MCSession: NSObject, @unchecked Sendable {
 
     private struct State {
         var native: Task<Session, any Error>
+        /// The native session once started (`send` does not wait for it: before, no peer is connected).
+        var current: Session?
         /// Incremented by `disconnect()`: events of an older native session only end what it started.
         var generation = 0
+        /// Apple's `connectedPeers`: changed on the delegate queue, just before the delegate hears of it.
         var connected: [PeerFingerprint: MCPeerID] = [:]
         /// The state last reported to the delegate per peer, and by which native session (Apple has no
         /// `reconnecting`: a peer being reconnected stays connected).
         var reported: [PeerFingerprint: (state: MCSessionState, generation: Int)] = [:]
         var reasons: [PeerFingerprint: MCDisconnectReason] = [:]
-        /// One queue per connected peer, so a peer that does not keep up holds back only what goes to it.
-        var outboxes: [PeerFingerprint: PeerOutbox] = [:]
+        /// The one `MCPeerID` of each peer in the session, given in every call about it.
+        var peerIDs: [PeerFingerprint: MCPeerID] = [:]
+        /// The message reader, waiting for a peer's state to reach the delegate before its data (with a number,
+        /// so the wait's time limit ends only that wait).
+        var awaiting: (fingerprint: PeerFingerprint, number: Int, continuation: CheckedContinuation<Void, Never>)?
+        var awaitNumber = 0
+
+        /// Whether a peer's data must wait: the delegate has not heard it connected, and it has not left.
+        func mustWait(_ fp: PeerFingerprint) -> Bool {
+            reported[fp]?.state != .connected && !(reported[fp] == nil && reasons[fp] != nil)
+        }
+
+        /// The peer's `MCPeerID`, made once while it is in the session.
+        mutating func peerID(for peer: Peer) -> MCPeerID {
+            if let known = peerIDs[peer.claimedFingerprint] { return known }
+            let made = MCPeerID(peer: peer)
+            if reported[peer.claimedFingerprint] != nil { peerIDs[peer.claimedFingerprint] = made }
+            return made
+        }
     }
 
     /// A session that requires encryption (Apple's rule since OS X 10.11 and iOS 9).
@@ -147,8 +177,11 @@ open class MCSession: NSObject, @unchecked Sendable {
     }
 
     deinit {
-        let (native, outboxes) = state.withLock { ($0.native, Array($0.outboxes.values)) }
-        for outbox in outboxes { outbox.finish() }
+        let (native, waiter) = state.withLock { state in
+            defer { state.awaiting = nil }
+            return (state.native, state.awaiting?.continuation)
+        }
+        waiter?.resume()
         Task { try? await native.value.disconnect() }
     }
 
@@ -163,6 +196,8 @@ open class MCSession: NSObject, @unchecked Sendable {
         configuration.encryption = encryptionPreference.native
         configuration.maximumPeers = maximumNumberOfPeers
         configuration.groupSecret = groupSecret
+        // What `send` may queue for a peer that does not keep up, before it throws `unavailable`.
+        configuration.replayBufferBytes = Self.maximumQueuedBytes
         configuration.verifyPeer = { [weak self] request in
             guard let self else { return .refuse(reason: "the session is gone") }
             return await self.askCertificate(request)
@@ -172,7 +207,7 @@ open class MCSession: NSObject, @unchecked Sendable {
             do {
                 let session = try await Session(
                     identity: identity, configuration: configuration, network: MCNetwork.shared())
-                self?.pump(session, generation: generation)
+                self?.started(session, generation: generation)
                 return session
             } catch {
                 report("MCSession cannot start: \(error)")
@@ -181,48 +216,78 @@ open class MCSession: NSObject, @unchecked Sendable {
         }
     }
 
-    /// Turns the native session's events and messages into delegate calls. State changes are taken at once
-    /// (so the session's view never lags behind); messages wait for their turn on the delegate queue, which
-    /// holds the sender back when the application is slow.
-    private func pump(_ session: Session, generation: Int) {
-        Task { [weak self] in
+    /// Turns the native session's events and messages into delegate calls, in two tasks that run on the delegate
+    /// queue and call the delegate directly: a state change reaches the delegate before any data that follows
+    /// it, and each batch of messages the native session hands over is one job on the queue (a slow delegate
+    /// holds the reader, and through it the sender, back).
+    private func started(_ session: Session, generation: Int) {
+        let current = state.withLock { state -> Bool in
+            guard state.generation == generation else { return false }
+            state.current = session
+            return true
+        }
+        guard current else { return }
+        Task(executorPreference: calls.executor) { [weak self] in
             for await event in session.events {
                 guard let self else { break }
                 await self.handle(event, from: session, generation: generation)
             }
         }
-        Task { [weak self] in
-            for await message in session.messages {
-                guard let self else { break }
-                await self.awaitConnected(message.peer.claimedFingerprint)
-                let peerID = MCPeerID(peer: message.peer)
-                let data = Data(message.bytes)
-                await self.calls.deliver(bytes: data.count) { [weak self] in
-                    guard let self else { return }
-                    self.delegate?.session(self, didReceive: data, fromPeer: peerID)
-                }
+        Task(executorPreference: calls.executor) { [weak self] in
+            var messages = session.messages.makeAsyncIterator()
+            while true {
+                let batch = await messages.nextBatch()
+                guard !batch.isEmpty, let self else { break }
+                await self.deliver(batch)
             }
         }
     }
 
-    /// Holds a peer's first messages until its `.connected` is queued for the delegate (the two come from
-    /// different streams of the native session), at most 2 s.
-    private func awaitConnected(_ fp: PeerFingerprint) async {
-        // Only for a peer not yet reported connected; one that left (its reason is known) is not waited for.
-        func waiting(_ state: State) -> Bool {
-            state.reported[fp]?.state != .connected && !(state.reported[fp] == nil && state.reasons[fp] != nil)
-        }
-        guard state.withLock({ waiting($0) }) else { return }  // the usual case: no clock read, no sleep
-        let deadline = ContinuousClock.now + .seconds(2)
-        while state.withLock({ waiting($0) }), ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(2))
+    /// Gives a batch of messages to the delegate (on the delegate queue), each after its sender's `.connected`.
+    private func deliver(_ batch: [ReceivedMessage]) async {
+        let receiver = dataReceiver.withLock { $0 }
+        for message in batch {
+            let fp = message.peer.claimedFingerprint
+            var (wait, peerID) = state.withLock { state in (state.mustWait(fp), state.peerID(for: message.peer)) }
+            if wait {
+                await awaitReported(fp)
+                peerID = state.withLock { $0.peerID(for: message.peer) }
+            }
+            if let receiver {
+                await receiver(Data(message.bytes), peerID)
+            } else {
+                delegate?.session(self, didReceive: Data(message.bytes), fromPeer: peerID)
+            }
         }
     }
 
+    /// Waits until the delegate has heard `fp` connected (or gone); at most 2 s, should its event never come
+    /// (the native session drops events an application leaves unread beyond its limit).
+    private func awaitReported(_ fp: PeerFingerprint) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let number = state.withLock { state -> Int? in
+                guard state.mustWait(fp) else { return nil }
+                state.awaitNumber += 1
+                state.awaiting = (fp, state.awaitNumber, continuation)
+                return state.awaitNumber
+            }
+            guard let number else { return continuation.resume() }
+            Task { [weak self] in
+                try? await Task.sleep(for: .seconds(2))
+                let late = self?.state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    guard let waiting = state.awaiting, waiting.number == number else { return nil }
+                    state.awaiting = nil
+                    return waiting.continuation
+                }
+                late?.resume()
+            }
+        }
+    }
+
+    /// One native event, on the delegate queue.
     private func handle(_ event: SessionEvent, from session: Session, generation: Int) async {
         switch event {
         case .peerChanged(let peer, let native, let reason):
-            let peerID = MCPeerID(peer: peer)
             let fp = peer.claimedFingerprint
             let mapped: MCSessionState
             switch native {
@@ -236,73 +301,66 @@ open class MCSession: NSObject, @unchecked Sendable {
                     await session.invitationOutcome(for: peer).map(MCDisconnectReason.init)
                     ?? .disconnected(reason.description)
             }
-            let (changed, finished) = state.withLock { state -> (Bool, PeerOutbox?) in
+            let (change, waiter) = state.withLock {
+                state -> (MCPeerID?, CheckedContinuation<Void, Never>?) in
                 // After `disconnect()`, the old session only ends the peers it reported.
                 if generation != state.generation {
                     guard mapped == .notConnected, state.reported[fp]?.generation == generation else {
-                        return (false, nil)
+                        return (nil, nil)
                     }
-                }
-                var finished: PeerOutbox?
-                if mapped == .connected {
-                    state.connected[fp] = peerID
-                } else if state.connected.removeValue(forKey: fp) != nil || mapped == .notConnected {
-                    finished = state.outboxes.removeValue(forKey: fp)
-                }
-                if let why {
-                    if state.reasons.count >= 1_024, let any = state.reasons.keys.first { state.reasons[any] = nil }
-                    state.reasons[fp] = why
-                } else if mapped == .connected {
-                    state.reasons[fp] = nil
                 }
                 let previous = state.reported[fp]?.state
                 // The session a peer's state came from is recorded even when the state is unchanged, so a late
                 // notConnected from an older session cannot end a peer the new one connected.
                 state.reported[fp] = mapped == .notConnected ? nil : (mapped, generation)
-                return (previous != mapped, finished)
+                let peerID = state.peerIDs[fp] ?? MCPeerID(peer: peer)
+                if mapped == .notConnected {
+                    state.peerIDs[fp] = nil
+                    state.connected[fp] = nil
+                    if state.reasons.count >= 1_024, let any = state.reasons.keys.first { state.reasons[any] = nil }
+                    state.reasons[fp] = why
+                } else {
+                    state.peerIDs[fp] = peerID
+                    if mapped == .connected {
+                        state.connected[fp] = peerID
+                        state.reasons[fp] = nil
+                    } else {
+                        state.connected[fp] = nil
+                    }
+                }
+                var waiter: CheckedContinuation<Void, Never>?
+                if let waiting = state.awaiting, waiting.fingerprint == fp, !state.mustWait(fp) {
+                    state.awaiting = nil
+                    waiter = waiting.continuation
+                }
+                return (previous != mapped ? peerID : nil, waiter)
             }
-            finished?.finish()
-            guard changed else { return }
-            calls.post { [weak self] in
-                guard let self else { return }
-                self.delegate?.session(self, peer: peerID, didChange: mapped)
-            }
+            // The reader resumes after this job: the delegate hears of the change before the peer's data.
+            waiter?.resume()
+            guard let peerID = change else { return }
+            delegate?.session(self, peer: peerID, didChange: mapped)
         case .stream(let stream, let peer):
-            nonisolated(unsafe) let input = MCInputStream(stream)
-            let peerID = MCPeerID(peer: peer)
-            calls.post { [weak self] in
-                guard let self else { return }
-                self.delegate?.session(self, didReceive: input, withName: stream.name, fromPeer: peerID)
-            }
+            let peerID = state.withLock { $0.peerID(for: peer) }
+            delegate?.session(self, didReceive: MCInputStream(stream), withName: stream.name, fromPeer: peerID)
         case .undelivered(let peer, let numbers, let reason):
             // Apple's API has no way to say this (the native API does); say it where a person can see it.
             report("\(numbers.count) message(s) to \(peer.displayName) were not delivered: \(reason)")
         case .resourceStarted(let incoming):
-            let peerID = MCPeerID(peer: incoming.peer)
-            calls.post { [weak self] in
-                guard let self else { return }
-                self.delegate?.session(
-                    self, didStartReceivingResourceWithName: incoming.name, fromPeer: peerID, with: incoming.progress)
-            }
+            let peerID = state.withLock { $0.peerID(for: incoming.peer) }
+            delegate?.session(
+                self, didStartReceivingResourceWithName: incoming.name, fromPeer: peerID, with: incoming.progress)
         case .resourceFinished(let incoming, let result):
-            let peerID = MCPeerID(peer: incoming.peer)
-            calls.post { [weak self] in
-                guard let self else {
-                    if case .success(let url) = result { try? FileManager.default.removeItem(at: url) }
-                    return
-                }
-                switch result {
-                case .success(let url):
-                    self.delegate?.session(
-                        self, didFinishReceivingResourceWithName: incoming.name, fromPeer: peerID, at: url,
-                        withError: nil)
-                    // Apple's file is temporary: valid only during the call.
-                    try? FileManager.default.removeItem(at: url)
-                case .failure(let error):
-                    self.delegate?.session(
-                        self, didFinishReceivingResourceWithName: incoming.name, fromPeer: peerID, at: nil,
-                        withError: MCError(error))
-                }
+            let peerID = state.withLock { $0.peerID(for: incoming.peer) }
+            switch result {
+            case .success(let url):
+                delegate?.session(
+                    self, didFinishReceivingResourceWithName: incoming.name, fromPeer: peerID, at: url, withError: nil)
+                // Apple's file is temporary: valid only during the call.
+                try? FileManager.default.removeItem(at: url)
+            case .failure(let error):
+                delegate?.session(
+                    self, didFinishReceivingResourceWithName: incoming.name, fromPeer: peerID, at: nil,
+                    withError: MCError(error))
             }
         }
     }
@@ -342,73 +400,99 @@ open class MCSession: NSObject, @unchecked Sendable {
 
     // MARK: Apple's API
 
-    /// Sends data to connected peers; returns once it is queued (delivery is not confirmed, as in Apple's API).
-    /// Reliable data to each peer waits in that peer's own queue, so a peer that does not keep up delays only
-    /// what goes to it; unreliable data is sent at once or dropped.
-    /// - Throws: ``MCError`` `notConnected` naming a peer that is not connected; `invalidParameter` for data
-    ///   longer than one message carries (4 MiB by default: send more with `sendResource` or a stream);
-    ///   `unavailable` when more than ``maximumQueuedBytes`` already wait for one of the peers.
+    /// Sends data to connected peers; returns once it is queued (delivery is not confirmed, as in Apple's API),
+    /// without waiting. Reliable data to each peer waits in that peer's own queue, so a peer that does not keep
+    /// up delays only what goes to it; unreliable data is sent at once or dropped.
+    /// - Throws: ``MCError`` `notConnected` naming a peer that is not connected (then no peer gets the data);
+    ///   `invalidParameter` for data longer than one message carries (4 MiB by default: send more with
+    ///   `sendResource` or a stream); `unavailable` when ``maximumQueuedBytes`` of reliable data to one of the
+    ///   peers are not yet confirmed (the other peers get the data).
     open func send(_ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode) throws {
-        try enqueue(data, toPeers: peerIDs, with: mode, completion: nil)
+        let (session, peers) = try targets(data, peerIDs)
+        let bytes = [UInt8](data)
+        var failure: SessionError?
+        for peer in peers {
+            guard
+                case .failed(let error) = session.trySend(
+                    bytes, to: peer, mode: mode == .reliable ? .reliable : .unreliable)
+            else { continue }
+            // An unreliable message may be dropped: that is its contract, not an error.
+            if mode == .reliable, failure == nil { failure = error }
+        }
+        if let failure { throw MCError(failure) }
     }
 
-    private func enqueue(
-        _ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode,
-        completion: (@Sendable ([Peer: SessionError]) -> Void)?
-    ) throws {
+    /// The native session and peers `data` goes to (each once), after checking that it fits and that every
+    /// peer is connected.
+    private func targets(_ data: Data, _ peerIDs: [MCPeerID]) throws(MCError) -> (Session, [Peer]) {
         guard data.count <= maximumDataLength else {
             throw MCError(
                 .invalidParameter,
                 reason: "\(data.count) bytes are more than one message carries (\(maximumDataLength)); send them "
                     + "with sendResource(at:withName:toPeer:) or startStream(withName:toPeer:)")
         }
-        let reliable = mode == .reliable
-        let targets = try state.withLock { state throws(MCError) -> [(Peer, PeerOutbox)] in
-            var targets: [(Peer, PeerOutbox)] = []
-            var seen: Set<PeerFingerprint> = []
-            // Every peer is checked before any queue takes the data: a send that throws leaves nothing behind.
-            for peerID in peerIDs where seen.insert(peerID.fingerprint).inserted {
-                guard let connected = state.connected[peerID.fingerprint] else {
-                    throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
-                }
-                let outbox = state.outboxes[peerID.fingerprint] ?? PeerOutbox(peer: connected.nativePeer, owner: self)
-                state.outboxes[peerID.fingerprint] = outbox
-                if reliable, !outbox.hasRoom(for: data.count) {
-                    throw MCError(
-                        .unavailable,
-                        reason: "\(Self.maximumQueuedBytes) bytes already wait for \(peerID.displayName), who is not "
-                            + "keeping up")
-                }
-                targets.append((connected.nativePeer, outbox))
+        let session = state.withLock { $0.current }
+        var peers: [Peer] = []
+        peers.reserveCapacity(peerIDs.count)
+        for peerID in peerIDs {
+            guard let session, session.isMember(peerID.nativePeer) else {
+                throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
             }
-            if reliable { for (_, outbox) in targets { outbox.reserve(data.count) } }
-            return targets
+            if peerIDs.count == 1 || !peers.contains(where: { $0.claimedFingerprint == peerID.fingerprint }) {
+                peers.append(peerID.nativePeer)
+            }
         }
-        guard !targets.isEmpty else { return completion?([:]) ?? () }
-        let collector = completion.map { Collector(expected: targets.count, completion: $0) }
-        let bytes = [UInt8](data)
-        for (_, outbox) in targets {
-            outbox.push(PeerOutbox.Item(data: bytes, reliable: reliable, collector: collector))
-        }
+        guard let session else { throw MCError(.notConnected, reason: "no peer is connected to this session") }
+        return (session, peers)
     }
 
     /// Sends data with a completion that says, per peer, whether it arrived (an addition: Apple's `send`
     /// only says it was queued). For `.reliable`, `completionHandler` runs on the session's queue once every
     /// peer's session has taken the data from the connection for its delegate (in order after everything sent
-    /// before), with the peers that did not get it and why (empty: all did);
-    /// for `.unreliable`, once the datagrams left, with the peers they could not be sent to.
-    /// - Throws: As ``send(_:toPeers:with:)``.
+    /// before), with the peers that did not get it and why (empty: all did; `unavailable` for a peer whose
+    /// queue was full); for `.unreliable`, once the datagrams left, with the peers they could not be sent to.
+    /// - Throws: ``MCError`` `notConnected` and `invalidParameter` as ``send(_:toPeers:with:)`` (then the
+    ///   handler is not called).
     open func send(
         _ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode,
         completionHandler: @escaping ([MCPeerID: any Error]) -> Void
     ) throws {
+        let (session, peers) = try targets(data, peerIDs)
+        let bytes = [UInt8](data)
+        var failures: [Peer: SessionError] = [:]
+        var pending: [(Peer, PendingDelivery)] = []
+        for peer in peers {
+            if mode == .reliable {
+                do throws(SessionError) {
+                    pending.append((peer, try session.trySendExpectingReceipt(bytes, to: peer)))
+                } catch {
+                    failures[peer] = error
+                }
+            } else if case .failed(let error) = session.trySend(bytes, to: peer, mode: .unreliable) {
+                failures[peer] = error
+            }
+        }
         nonisolated(unsafe) let handler = completionHandler
         let calls = calls
-        try enqueue(data, toPeers: peerIDs, with: mode) { failures in
+        let done: @Sendable ([Peer: SessionError]) -> Void = { failures in
             let errors = Dictionary(
                 failures.map { (MCPeerID(peer: $0.key), MCError($0.value) as any Error) },
                 uniquingKeysWith: { first, _ in first })
             calls.post { handler(errors) }
+        }
+        guard !pending.isEmpty else { return done(failures) }
+        let waiting = pending
+        let known = failures
+        Task {
+            var failures = known
+            for (peer, delivery) in waiting {
+                do throws(SessionError) {
+                    try await delivery.delivered()
+                } catch {
+                    failures[peer] = error
+                }
+            }
+            done(failures)
         }
     }
 
@@ -433,7 +517,7 @@ open class MCSession: NSObject, @unchecked Sendable {
             complete(MCError(.unsupported, reason: "\(resourceURL) is neither a file URL nor an http(s) URL"))
             return nil
         }
-        guard let peer = state.withLock({ $0.connected[peerID.fingerprint] })?.nativePeer else {
+        guard let peer = member(peerID) else {
             complete(MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session"))
             return nil
         }
@@ -461,7 +545,7 @@ open class MCSession: NSObject, @unchecked Sendable {
     /// - Throws: ``MCError`` `notConnected`.
     @discardableResult
     open func startStream(withName streamName: String, toPeer peerID: MCPeerID) throws -> OutputStream {
-        guard let peer = state.withLock({ $0.connected[peerID.fingerprint] })?.nativePeer else {
+        guard let peer = member(peerID) else {
             throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
         }
         let opening = Task { [weak self] () async throws -> PeerStream in
@@ -473,20 +557,27 @@ open class MCSession: NSObject, @unchecked Sendable {
         return MCOutputStream(opening: opening)
     }
 
+    /// The native peer of a connected peer ID, nil when it is not a member.
+    private func member(_ peerID: MCPeerID) -> Peer? {
+        let (session, known) = state.withLock { ($0.current, $0.peerIDs[peerID.fingerprint]) }
+        guard let session, session.isMember(peerID.nativePeer) else { return nil }
+        return known?.nativePeer ?? peerID.nativePeer
+    }
+
     /// Leaves the session: every peer sees this side `.notConnected`, and the delegate hears each peer go
     /// `.notConnected`. `connectedPeers` is empty when this returns. The session can invite and be invited again
     /// afterwards (a fresh one underneath).
     open func disconnect() {
-        let (old, outboxes) = state.withLock { state -> (Task<Session, any Error>, [PeerOutbox]) in
+        let (old, waiter) = state.withLock { state -> (Task<Session, any Error>, CheckedContinuation<Void, Never>?) in
             let old = state.native
-            let outboxes = Array(state.outboxes.values)
             state.generation += 1
             state.native = startNative(generation: state.generation)
+            state.current = nil
             state.connected = [:]
-            state.outboxes = [:]
-            return (old, outboxes)
+            defer { state.awaiting = nil }
+            return (old, state.awaiting?.continuation)
         }
-        for outbox in outboxes { outbox.finish() }
+        waiter?.resume()
         Task { try? await old.value.disconnect() }
     }
 
@@ -555,123 +646,5 @@ open class MCSession: NSObject, @unchecked Sendable {
     /// security or limits, or disconnected with the reason); nil while it is connected or was never seen.
     public func disconnectReason(for peerID: MCPeerID) -> MCDisconnectReason? {
         state.withLock { $0.reasons[peerID.fingerprint] }
-    }
-}
-
-/// What a send with a completion learns from each of its peers: calls the completion once all have reported.
-final class Collector: Sendable {
-    private let state: Mutex<(left: Int, failures: [Peer: SessionError])>
-    private let completion: @Sendable ([Peer: SessionError]) -> Void
-
-    init(expected: Int, completion: @escaping @Sendable ([Peer: SessionError]) -> Void) {
-        state = Mutex((expected, [:]))
-        self.completion = completion
-    }
-
-    func report(_ peer: Peer, _ failure: SessionError?) {
-        let done = state.withLock { state -> [Peer: SessionError]? in
-            if let failure { state.failures[peer] = failure }
-            state.left -= 1
-            return state.left == 0 ? state.failures : nil
-        }
-        if let done { completion(done) }
-    }
-}
-
-/// The data waiting for one peer: reliable data in order (bounded by ``MCSession/maximumQueuedBytes``, sent by one
-/// task that waits for the peer as long as it must), unreliable data sent at once by another task or dropped
-/// when 64 datagrams already wait.
-final class PeerOutbox: Sendable {
-    struct Item: Sendable {
-        let data: [UInt8]
-        let reliable: Bool
-        let collector: Collector?
-    }
-
-    private let peer: Peer
-    private let reliable: AsyncStream<Item>.Continuation
-    private let unreliable: AsyncStream<Item>.Continuation
-    private let queued = Shared(0)
-
-    init(peer: Peer, owner: MCSession) {
-        self.peer = peer
-        let (reliableItems, reliable) = AsyncStream<Item>.makeStream()
-        let (unreliableItems, unreliable) = AsyncStream<Item>.makeStream(bufferingPolicy: .bufferingOldest(64))
-        self.reliable = reliable
-        self.unreliable = unreliable
-        let queued = queued
-        Task { [weak owner] in
-            let session = try? await owner?.nativeSession()
-            for await item in reliableItems {
-                await Self.send(item, to: peer, on: session)
-                queued.withLock { $0 -= item.data.count }
-            }
-        }
-        Task { [weak owner] in
-            let session = try? await owner?.nativeSession()
-            for await item in unreliableItems { await Self.send(item, to: peer, on: session) }
-        }
-    }
-
-    /// Whether `count` more reliable bytes fit (an empty queue takes anything).
-    func hasRoom(for count: Int) -> Bool {
-        queued.withLock { $0 == 0 || $0 + count <= MCSession.maximumQueuedBytes }
-    }
-
-    /// Counts `count` reliable bytes as queued (after ``hasRoom(for:)`` said they fit).
-    func reserve(_ count: Int) {
-        queued.withLock { $0 += count }
-    }
-
-    func push(_ item: Item) {
-        let result = item.reliable ? reliable.yield(item) : unreliable.yield(item)
-        switch result {
-        case .enqueued: break
-        case .dropped:
-            item.collector?.report(peer, SessionError(.unavailable, "dropped: 64 datagrams already wait"))
-        case .terminated:
-            // The peer left between the check and now.
-            if item.reliable { queued.withLock { $0 -= item.data.count } }
-            item.collector?.report(peer, SessionError(.notConnected, "\(peer.displayName) left"))
-        @unknown default: break
-        }
-    }
-
-    /// No more data; what is queued is still sent (or fails, as the peer is gone).
-    func finish() {
-        reliable.finish()
-        unreliable.finish()
-    }
-
-    private static func send(_ item: Item, to peer: Peer, on session: Session?) async {
-        guard let session else {
-            item.collector?.report(peer, SessionError(.cancelled, "the session is gone"))
-            return
-        }
-        guard let collector = item.collector else {
-            let result = await session.send(item.data, to: [peer], mode: item.reliable ? .reliable : .unreliable)
-            if case .failed(let error)? = result[peer], item.reliable {
-                report("data to \(peer.displayName) was not sent: \(error.reason)")
-            }
-            return
-        }
-        guard item.reliable else {
-            let result = await session.send(item.data, to: [peer], mode: .unreliable)
-            if case .failed(let error)? = result[peer] { return collector.report(peer, error) }
-            return collector.report(peer, nil)
-        }
-        do throws(SessionError) {
-            let pending = try await session.sendExpectingReceipt(item.data, to: peer)
-            Task {
-                do throws(SessionError) {
-                    try await pending.delivered()
-                    collector.report(peer, nil)
-                } catch {
-                    collector.report(peer, error)
-                }
-            }
-        } catch {
-            collector.report(peer, error)
-        }
     }
 }

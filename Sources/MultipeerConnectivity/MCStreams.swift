@@ -4,10 +4,18 @@ internal import Synchronization
 
 /// Delivers `Stream` events to a stream's delegate: on the run loop it was scheduled in, else on a private
 /// serial queue (Foundation on Linux has no bound stream pair to do this for us).
+///
+/// An open stream that is scheduled on a run loop or has a delegate is kept alive here until it ends, fails, is
+/// closed or is removed from its run loop, as Apple's run loop keeps a scheduled stream: an application that
+/// opens a received stream in its delegate call and does not store it still gets its events and its data.
 final class StreamEvents: @unchecked Sendable {
     // Safety: the fields are only touched under `lock`; the stream and delegate are used on one queue at a time.
     private let lock = NSLock()
     private weak var stream: Stream?
+    /// The stream while something will still deliver it events (see the type's description).
+    private var kept: Stream?
+    private var opened = false
+    private var finished = false
     private weak var delegateObject: AnyObject?
     private var runLoop: RunLoop?
     private var mode: RunLoop.Mode = .default
@@ -17,27 +25,71 @@ final class StreamEvents: @unchecked Sendable {
 
     var delegate: (any StreamDelegate)? {
         get { lock.withLock { delegateObject as? any StreamDelegate } }
-        set { lock.withLock { delegateObject = newValue.map { $0 as AnyObject } } }
+        set {
+            lock.withLock {
+                delegateObject = newValue.map { $0 as AnyObject }
+                keepIfListened()
+            }
+        }
     }
+
+    /// Whether the stream is kept alive now (for tests).
+    var isKept: Bool { lock.withLock { kept != nil } }
 
     func schedule(in runLoop: RunLoop, forMode mode: RunLoop.Mode) {
         lock.withLock {
             self.runLoop = runLoop
             self.mode = mode
+            keepIfListened()
         }
     }
 
     func remove(from runLoop: RunLoop) {
-        lock.withLock { if self.runLoop === runLoop { self.runLoop = nil } }
+        lock.withLock {
+            if self.runLoop === runLoop { self.runLoop = nil }
+            keepIfListened()
+        }
+    }
+
+    /// The stream was opened: from now on it is kept while it is listened to.
+    func open() {
+        lock.withLock {
+            opened = true
+            keepIfListened()
+        }
+    }
+
+    /// The stream was closed (or ended, or failed): nothing keeps it any more.
+    func finish() {
+        let released = lock.withLock { () -> Stream? in
+            finished = true
+            defer { kept = nil }
+            return kept
+        }
+        _ = released  // released outside the lock: the stream's deinit may come back here
+    }
+
+    /// Called with the lock held.
+    private func keepIfListened() {
+        if opened, !finished, runLoop != nil || delegateObject != nil {
+            if kept == nil { kept = stream }
+        } else {
+            kept = nil
+        }
     }
 
     func post(_ event: Stream.Event) {
+        post { event }
+    }
+
+    /// Queues a delivery whose event is chosen when it runs (nil: none is due by then).
+    func post(choosing choose: @escaping @Sendable () -> Stream.Event?) {
         let (runLoop, mode) = lock.withLock { (self.runLoop, self.mode) }
         let deliver: @Sendable () -> Void = { [weak self] in
-            guard let self else { return }
+            guard let self, let event = choose() else { return }
             let (stream, delegate) = self.lock.withLock { (self.stream, self.delegateObject as? any StreamDelegate) }
-            guard let stream, let delegate else { return }
-            delegate.stream(stream, handle: event)
+            if let stream, let delegate { delegate.stream(stream, handle: event) }
+            if event == .endEncountered || event == .errorOccurred { self.finish() }
         }
         if let runLoop {
             // A timer, not `perform`: adding a timer wakes a sleeping run loop, `perform` only queues the block.
@@ -216,6 +268,7 @@ final class MCOutputStream: OutputStream {
             return true
         }
         if opened {
+            events.open()
             events.post(.openCompleted)
             events.post(.hasSpaceAvailable)
         }
@@ -224,6 +277,7 @@ final class MCOutputStream: OutputStream {
     override func close() {
         status.withLock { if $0 != .error { $0 = .closed } }
         pipe.end()
+        events.finish()
     }
 
     override func write(_ buffer: UnsafePointer<UInt8>, maxLength len: Int) -> Int {
@@ -247,16 +301,67 @@ final class MCOutputStream: OutputStream {
     deinit { pipe.end() }
 }
 
+/// Signals an input stream's events level-triggered: one delivery queued at a time, whose event is chosen when it
+/// runs from what is then true (bytes to read, else the end or the failure, once).
+final class InputSignals: Sendable {
+    private let events: StreamEvents
+    private let pipe: StreamPipe
+    private let status: Shared<Stream.Status>
+    /// Whether a delivery is queued, and whether the last event (end or error) went out.
+    private let state = Shared((pending: false, final: false))
+
+    init(events: StreamEvents, pipe: StreamPipe, status: Shared<Stream.Status>) {
+        self.events = events
+        self.pipe = pipe
+        self.status = status
+    }
+
+    /// Queues the delivery of whatever event is due when it runs, unless one is queued already.
+    func signal() {
+        let post = state.withLock { state -> Bool in
+            guard !state.pending, !state.final else { return false }
+            state.pending = true
+            return true
+        }
+        guard post else { return }
+        let (state, pipe, status) = (state, pipe, status)
+        events.post {
+            // After the application closed the stream, nothing more is reported.
+            let closed = status.withLock { $0 == .closed }
+            return state.withLock { state -> Stream.Event? in
+                state.pending = false
+                guard !closed, !state.final else { return nil }
+                if pipe.count > 0 { return .hasBytesAvailable }
+                if pipe.error != nil {
+                    state.final = true
+                    return .errorOccurred
+                }
+                if pipe.isEnded {
+                    state.final = true
+                    return .endEncountered
+                }
+                return nil
+            }
+        }
+    }
+}
+
 /// The stream a session's delegate receives for a peer's stream. Open it, then read: `read` blocks until
 /// bytes arrive and returns 0 at the end; at most 1 MiB is read ahead of the application.
+///
+/// Its events are level-triggered, as Apple's: `hasBytesAvailable` comes again after a `read` that left bytes
+/// (an application that reads a fixed amount per event gets everything), and `endEncountered` only once every
+/// byte was read.
 final class MCInputStream: InputStream {
     private let pipe = StreamPipe()
     private let events = StreamEvents()
     private let status = Shared(Stream.Status.notOpen)
+    private let signals: InputSignals
     private let stream: PeerStream
 
     init(_ stream: PeerStream) {
         self.stream = stream
+        signals = InputSignals(events: events, pipe: pipe, status: status)
         super.init(data: Data())
         events.attach(self)
     }
@@ -268,10 +373,11 @@ final class MCInputStream: InputStream {
             return true
         }
         guard opened else { return }
+        events.open()
         events.post(.openCompleted)
         let pipe = pipe
-        let events = events
         let status = status
+        let signals = signals
         let stream = stream
         Task {
             var chunk: [UInt8] = []
@@ -279,11 +385,9 @@ final class MCInputStream: InputStream {
                 while await pipe.waitForRoom(below: pipe.capacity / 2) {
                     guard try await stream.read(into: &chunk, maximumCount: pipe.capacity / 2) > 0 else { break }
                     pipe.append(chunk)
-                    events.post(.hasBytesAvailable)
+                    signals.signal()
                 }
                 pipe.end()
-                // After the application closed the stream, nothing more is reported.
-                if status.withLock({ $0 != .closed }) { events.post(.endEncountered) }
             } catch {
                 let closed = status.withLock { status -> Bool in
                     if status == .closed { return true }
@@ -292,8 +396,8 @@ final class MCInputStream: InputStream {
                 }
                 guard !closed else { return }
                 pipe.fail(MCError(.notConnected, reason: "the peer's stream ended: \(error)"))
-                events.post(.errorOccurred)
             }
+            signals.signal()
         }
     }
 
@@ -301,13 +405,19 @@ final class MCInputStream: InputStream {
         status.withLock { if $0 != .error { $0 = .closed } }
         if !pipe.isEnded { stream.reset() }
         pipe.end()
+        events.finish()
     }
+
+    /// Whether something keeps this stream alive now (for tests).
+    var isKeptAlive: Bool { events.isKept }
 
     override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
         guard len > 0 else { return 0 }
         guard status.withLock({ $0 == .open || $0 == .atEnd }) else { return -1 }
         guard let count = pipe.read(buffer, count: len) else { return -1 }
         if count == 0 { status.withLock { if $0 == .open { $0 = .atEnd } } }
+        // Level-triggered: what is left (or the end, once all is read) is signalled again.
+        if count > 0 { signals.signal() }
         return count
     }
 

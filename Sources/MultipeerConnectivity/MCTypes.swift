@@ -1,4 +1,5 @@
-public import Foundation
+// Apple's module re-exports Foundation: files that import only MultipeerConnectivity use `Data`, `NSObject`, `UUID`...
+@_exported public import Foundation
 internal import Multipeer
 
 /// The fewest peers a session holds, the local peer included (Apple's value).

@@ -143,6 +143,7 @@ public class PeerConnectionManager: @unchecked Sendable {
         bridge = DelegateBridge()
         bridge.manager = self
         session.delegate = bridge
+        session.receiveData { [weak self] data, peerID in await self?.received(data, from: peerID) }
         advertiser.delegate = bridge
         browser.delegate = bridge
         let previous = Self.registry.withLock { registry -> PeerConnectionManager? in
@@ -503,7 +504,7 @@ public class PeerConnectionManager: @unchecked Sendable {
         let peer = Peer(peerID: peerID, status: status)
         emit(.devicesChanged(peer: peer, connectedPeers: connectedPeers))
         // `.automatic` keeps trying a found peer that dropped out or whose invitation failed (the original
-        // refreshed the whole manager for this), at most 3 times in a row, a second apart.
+        // refreshed the whole manager for this), at most 3 times in a row.
         let retry = self.state.withLock { state -> Bool in
             if status == .connected { state.retries[peer] = nil }
             guard status == .notConnected, connectionType == .automatic, state.running.browsing,
@@ -513,19 +514,16 @@ public class PeerConnectionManager: @unchecked Sendable {
             return true
         }
         guard retry else { return }
-        let browser = browser
-        let session = session
-        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
-            guard let self, self.state.withLock({ $0.running.browsing }), !session.connectedPeers.contains(peerID)
-            else { return }
-            browser.invitePeer(peerID, to: session, withContext: nil, timeout: 30)
-        }
+        // At once: the session already bridged a short outage, and the invitation's own timeout paces a peer that
+        // does not answer.
+        browser.invitePeer(peerID, to: session, withContext: nil, timeout: 30)
     }
 
-    /// Called on the session's delegate queue, which waits here while listeners have 16 MiB of data to take.
-    func received(_ data: Data, from peerID: MCPeerID) {
+    /// Called by the session's message reader, which waits here (suspended, no thread held) while listeners have
+    /// 16 MiB of data to take: flow control then holds the sender back.
+    func received(_ data: Data, from peerID: MCPeerID) async {
         let peer = Peer(peerID: peerID, status: .connected)
-        budget.take(data.count)
+        await budget.take(data.count)
         let budget = budget
         let count = data.count
         let release: @Sendable () -> Void = { budget.give(count) }
@@ -609,9 +607,8 @@ final class DelegateBridge: NSObject, MCSessionDelegate, MCNearbyServiceAdvertis
         manager?.changed(peerID, state)
     }
 
-    func session(_ session: MCSession, didReceive data: Data, fromPeer peerID: MCPeerID) {
-        manager?.received(data, from: peerID)
-    }
+    /// Not called: the manager takes data through the session's data receiver (which may wait).
+    func session(_ session: MCSession, didReceive data: Data, fromPeer peerID: MCPeerID) {}
 
     func session(
         _ session: MCSession, didReceive stream: InputStream, withName streamName: String, fromPeer peerID: MCPeerID
@@ -668,11 +665,10 @@ final class DelegateBridge: NSObject, MCSessionDelegate, MCNearbyServiceAdvertis
     }
 }
 
-/// A byte budget one side takes from (waiting while it is spent) and the other gives back to.
-final class ByteBudget: @unchecked Sendable {
-    // Safety: `used` is only touched while `condition` is locked.
-    private let condition = NSCondition()
-    private var used = 0
+/// A byte budget one side takes from (suspending while it is spent, no thread blocked) and the other gives back to.
+final class ByteBudget: Sendable {
+    /// The bytes taken, and the takers waiting for some to come back (each looks again when woken).
+    private let state = Mutex<(used: Int, waiting: [CheckedContinuation<Bool, Never>])>((0, []))
     private let limit: Int
 
     init(limit: Int) {
@@ -680,18 +676,30 @@ final class ByteBudget: @unchecked Sendable {
     }
 
     /// Takes `count` bytes, waiting while the budget is spent (a single take larger than the limit waits for all).
-    func take(_ count: Int) {
-        condition.lock()
-        while used > 0 && used + count > limit { condition.wait() }
-        used += count
-        condition.unlock()
+    func take(_ count: Int) async {
+        while true {
+            let taken = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let fits = state.withLock { state -> Bool in
+                    guard state.used == 0 || state.used + count <= limit else {
+                        state.waiting.append(continuation)
+                        return false
+                    }
+                    state.used += count
+                    return true
+                }
+                if fits { continuation.resume(returning: true) }
+            }
+            if taken { return }
+        }
     }
 
     /// Gives `count` bytes back.
     func give(_ count: Int) {
-        condition.lock()
-        used -= count
-        condition.broadcast()
-        condition.unlock()
+        let woken = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            state.used -= count
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in woken { continuation.resume(returning: false) }
     }
 }

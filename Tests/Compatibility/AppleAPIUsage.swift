@@ -223,3 +223,81 @@ final class RequiredOnly: NSObject, MCSessionDelegate {
         at localURL: URL?, withError error: Error?
     ) {}
 }
+
+/// A wrapper that forwards every delegate call to delegates of its own, as wrapper libraries do: the optional
+/// methods with Apple's optional-chaining form (`delegate?.session?(...)`).
+final class Forwarder: NSObject, MCSessionDelegate, MCNearbyServiceAdvertiserDelegate, MCNearbyServiceBrowserDelegate,
+    MCAdvertiserAssistantDelegate
+{
+    weak var sessionDelegate: MCSessionDelegate?
+    weak var advertiserDelegate: MCNearbyServiceAdvertiserDelegate?
+    weak var browserDelegate: MCNearbyServiceBrowserDelegate?
+    weak var assistantDelegate: MCAdvertiserAssistantDelegate?
+    var session: MCSession?
+
+    func session(_ session: MCSession, peer peerID: MCPeerID, didChange state: MCSessionState) {
+        sessionDelegate?.session(session, peer: peerID, didChange: state)
+        _ = self.session?.connectedPeers
+    }
+    func session(_ session: MCSession, didReceive data: Data, fromPeer peerID: MCPeerID) {
+        sessionDelegate?.session(session, didReceive: data, fromPeer: peerID)
+    }
+    func session(
+        _ session: MCSession, didReceive stream: InputStream, withName streamName: String, fromPeer peerID: MCPeerID
+    ) {
+        sessionDelegate?.session(session, didReceive: stream, withName: streamName, fromPeer: peerID)
+    }
+    func session(
+        _ session: MCSession, didStartReceivingResourceWithName resourceName: String, fromPeer peerID: MCPeerID,
+        with progress: Progress
+    ) {
+        sessionDelegate?.session(
+            session, didStartReceivingResourceWithName: resourceName, fromPeer: peerID, with: progress)
+    }
+    func session(
+        _ session: MCSession, didFinishReceivingResourceWithName resourceName: String, fromPeer peerID: MCPeerID,
+        at localURL: URL?, withError error: Error?
+    ) {
+        sessionDelegate?.session(
+            session, didFinishReceivingResourceWithName: resourceName, fromPeer: peerID, at: localURL, withError: error)
+    }
+    func session(
+        _ session: MCSession, didReceiveCertificate certificate: [Any]?, fromPeer peerID: MCPeerID,
+        certificateHandler: @escaping (Bool) -> Void
+    ) {
+        if let delegate = sessionDelegate {
+            delegate.session?(
+                session, didReceiveCertificate: certificate, fromPeer: peerID, certificateHandler: certificateHandler)
+        } else {
+            certificateHandler(true)
+        }
+    }
+    func advertiser(
+        _ advertiser: MCNearbyServiceAdvertiser, didReceiveInvitationFromPeer peerID: MCPeerID,
+        withContext context: Data?, invitationHandler: @escaping (Bool, MCSession?) -> Void
+    ) {
+        advertiserDelegate?.advertiser(
+            advertiser, didReceiveInvitationFromPeer: peerID, withContext: context, invitationHandler: invitationHandler
+        )
+    }
+    func advertiser(_ advertiser: MCNearbyServiceAdvertiser, didNotStartAdvertisingPeer error: Error) {
+        advertiserDelegate?.advertiser?(advertiser, didNotStartAdvertisingPeer: error)
+    }
+    func browser(
+        _ browser: MCNearbyServiceBrowser, foundPeer peerID: MCPeerID, withDiscoveryInfo info: [String: String]?
+    ) {
+        browserDelegate?.browser(browser, foundPeer: peerID, withDiscoveryInfo: info)
+    }
+    func browser(_ browser: MCNearbyServiceBrowser, lostPeer peerID: MCPeerID) {
+        browserDelegate?.browser(browser, lostPeer: peerID)
+    }
+    func browser(_ browser: MCNearbyServiceBrowser, didNotStartBrowsingForPeers error: Error) {
+        browserDelegate?.browser?(browser, didNotStartBrowsingForPeers: error)
+    }
+    func advertiserAssistantWillPresentInvitation(_ advertiserAssistant: MCAdvertiserAssistant) {
+        assistantDelegate?.advertiserAssistantWillPresentInvitation?(advertiserAssistant)
+    }
+    func advertiserAssistantDidDismissInvitation(_ advertiserAssistant: MCAdvertiserAssistant) {
+        assistantDelegate?.advertiserAssistantDidDismissInvitation?(advertiserAssistant)
+    }
+}

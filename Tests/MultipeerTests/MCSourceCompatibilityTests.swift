@@ -17,7 +17,9 @@ extension CompatibilitySuites {
             process.arguments = [
                 "swiftc", "-typecheck", "-swift-version", languageMode,
                 "-I", root.appendingPathComponent(".build/debug/Modules").path,
-                "-I", root.appendingPathComponent("Sources/COpenSSL").path, file.path,
+                "-I", root.appendingPathComponent("Sources/COpenSSL").path,
+                // What SwiftPM gives a target that depends on the module: the Clang module map of its submodules.
+                "-I", root.appendingPathComponent("Sources/MultipeerConnectivitySubmodules").path, file.path,
             ]
             let output = Pipe()
             process.standardOutput = output
@@ -36,6 +38,34 @@ extension CompatibilitySuites {
                 Self.root.appendingPathComponent("Tests/Compatibility/AppleAPIUsage.swift"), languageMode: languageMode)
             #expect(status == 0, "\(output)")
             #expect(!output.contains("warning:"), "\(output)")
+        }
+
+        /// A file that imports only MultipeerConnectivity (Apple's re-exports Foundation), or one of its
+        /// submodules as a wrapper library does, compiles in both language modes.
+        @Test(arguments: ["import MultipeerConnectivity", "import MultipeerConnectivity.MCPeerID"])
+        func importingOnlyMultipeerConnectivityBringsFoundation(importLine: String) throws {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "mc-import-\(UUID().uuidString).swift")
+            try """
+            \(importLine)
+            import MultipeerConnectivity.MCSession
+
+            final class Manager: NSObject {
+                let peer = MCPeerID(displayName: "x")
+                let id = UUID()
+                var timer: Timer?
+                var started = Date()
+                let progress = Progress(totalUnitCount: 1)
+                func decode(_ data: Data) throws -> Any { try JSONSerialization.jsonObject(with: data) }
+                func url() -> URL { URL(fileURLWithPath: NSTemporaryDirectory()) }
+                func stream(_ stream: InputStream) { stream.open() }
+            }
+            """.write(to: file, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(at: file) }
+            for languageMode in ["5", "6"] {
+                let (status, output) = try Self.typecheck(file, languageMode: languageMode)
+                #expect(status == 0, "\(output)")
+            }
         }
 
         /// The check can fail: a label Apple's API does not have is refused.

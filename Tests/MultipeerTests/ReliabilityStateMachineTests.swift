@@ -197,6 +197,22 @@ struct ReliabilityStateMachineTests {
         #expect(receiver.flush(generation: link) == nil)
     }
 
+    /// A sender that cannot wait (a synchronous API) is not held to the writer's pace, only by the replay
+    /// buffer's bytes.
+    @Test func anUnpacedSenderIsBoundOnlyByTheReplayBuffersBytes() {
+        var sender = ReliabilityStateMachine(byteLimit: ReliabilityStateMachine.Limits.writerBacklog + 10, epoch: 1)
+        _ = sender.resume(epoch: 2, knowsOurEpoch: false, peerReceived: 0, generation: sender.switchLink())
+        _ = Self.queued(&sender, ReliabilityStateMachine.Limits.writerBacklog)
+        #expect(sender.enqueue([1], receipt: false) == .full)
+        for _ in 0..<10 {
+            guard case .queued = sender.enqueue([1], receipt: false, paced: false) else {
+                Issue.record("an unpaced message was refused with room in the replay buffer")
+                return
+            }
+        }
+        #expect(sender.enqueue([1], receipt: false, paced: false) == .full)
+    }
+
     @Test func aLinkThatEndsNoLongerHoldsSendersBackWithItsBacklog() {
         var sender = ReliabilityStateMachine(byteLimit: 1 << 30, epoch: 1)
         _ = sender.resume(epoch: 2, knowsOurEpoch: false, peerReceived: 0, generation: sender.switchLink())

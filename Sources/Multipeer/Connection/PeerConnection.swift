@@ -195,6 +195,21 @@ public final class PeerConnection: Sendable {
             try await send(message)
             return
         }
+        try sendDatagram(message)
+    }
+
+    /// ``sendUnreliable(_:)`` without waiting: a message that fits a datagram goes as one; a larger one is queued on
+    /// the connection like ``trySend(_:)``, or refused with `sendBufferFull` when the connection is behind (an
+    /// unreliable message is dropped rather than waited for).
+    public func trySendUnreliable(_ message: [UInt8]) throws(ConnectionError) {
+        guard let limit = datagramPayloadLimit, message.count <= limit else {
+            try trySend(message)
+            return
+        }
+        try sendDatagram(message)
+    }
+
+    private func sendDatagram(_ message: [UInt8]) throws(ConnectionError) {
         if let closed = driver.shared.closedError { throw closed }
         let driver = driver
         driver.loop.execute { driver.sendDatagram(message) }

@@ -36,6 +36,28 @@ extension Session {
                 entry.onTaken?()
                 return entry.message
             }
+
+            /// The messages waiting now, at least one and at most 64, in order (what ``next()`` would return one by
+            /// one until it waited): for a reader that hands them on in one go. Empty once the session disconnected
+            /// and every message was read, or when the calling task is cancelled.
+            public mutating func nextBatch() async -> [ReceivedMessage] {
+                if let rest = batch?.rest(), !rest.isEmpty {
+                    batch = nil
+                    return Self.take(rest)
+                }
+                batch = nil
+                return Self.take(await inbox.next(upTo: SessionInbox.batchLimit)[...])
+            }
+
+            private static func take(_ entries: ArraySlice<SessionInbox.Entry>) -> [ReceivedMessage] {
+                var messages: [ReceivedMessage] = []
+                messages.reserveCapacity(entries.count)
+                for entry in entries {
+                    entry.onTaken?()
+                    messages.append(entry.message)
+                }
+                return messages
+            }
         }
     }
 
@@ -76,7 +98,7 @@ extension Session {
                 case nil: waiting.append((peer, conversation))
                 }
             case .unreliable:
-                results[peer] = await Self.sendUnreliable(data, on: conversation, to: peer)
+                results[peer] = Self.sendUnreliable(data, on: conversation, to: peer)
             }
         }
         guard !waiting.isEmpty else { return results }
@@ -94,9 +116,58 @@ extension Session {
         return results
     }
 
-    private static func sendUnreliable(_ data: [UInt8], on conversation: Conversation, to peer: Peer) async
-        -> SendResult
+    /// Sends a message to `peer` without waiting, for callers that cannot (a synchronous API, a delegate's
+    /// queue): as ``send(_:to:mode:)``, except that a reliable message is refused with `unavailable` instead of
+    /// waited for when ``SessionConfiguration/replayBufferBytes`` of the peer's messages are already unconfirmed.
+    /// Such a caller is not held to the link's pace: up to that many bytes may wait for the peer.
+    /// - Returns: `enqueued` with the message's number (0 for an unreliable one), or why not: `notConnected`,
+    ///   `invalidParameter` (too long), `unavailable` (full; for an unreliable message, dropped because the link is
+    ///   behind).
+    public nonisolated func trySend(_ data: [UInt8], to peer: Peer, mode: SendMode = .reliable) -> SendResult {
+        guard let conversation = conversations.get(peer.claimedFingerprint) else {
+            return .failed(Self.notConnected(peer))
+        }
+        switch mode {
+        case .reliable:
+            switch conversation.trySend(data, receipt: false, paced: false) {
+            case .success(let sequence): return .enqueued(sequence)
+            case .failure(let error): return .failed(error)
+            case nil: return .failed(full(peer))
+            }
+        case .unreliable:
+            return Self.sendUnreliable(data, on: conversation, to: peer)
+        }
+    }
+
+    /// ``sendExpectingReceipt(_:to:)`` without waiting: refused with `unavailable` when the peer's replay buffer
+    /// is full (see ``trySend(_:to:mode:)``).
+    /// - Throws: ``SessionError`` as ``sendExpectingReceipt(_:to:)``, or `unavailable`.
+    public nonisolated func trySendExpectingReceipt(_ data: [UInt8], to peer: Peer) throws(SessionError)
+        -> PendingDelivery
     {
+        guard let conversation = conversations.get(peer.claimedFingerprint) else { throw Self.notConnected(peer) }
+        switch conversation.trySendForReceipt(data) {
+        case .success(let (sequence, incarnation)):
+            return PendingDelivery(peer: peer, sequence: sequence, conversation: conversation, incarnation: incarnation)
+        case .failure(let error): throw error
+        case nil: throw full(peer)
+        }
+    }
+
+    /// Whether `peer` is a member now (connected or reconnecting: one that takes reliable messages), without
+    /// waiting for the session.
+    public nonisolated func isMember(_ peer: Peer) -> Bool {
+        conversations.get(peer.claimedFingerprint) != nil
+    }
+
+    private nonisolated func full(_ peer: Peer) -> SessionError {
+        SessionError(
+            .unavailable,
+            "\(configuration.replayBufferBytes) bytes of messages to \(peer.displayName) are not yet confirmed (it is "
+                + "not keeping up); try again once it has taken some")
+    }
+
+    private static func sendUnreliable(_ data: [UInt8], on conversation: Conversation, to peer: Peer) -> SendResult {
         guard let link = conversation.link else {
             return .failed(SessionError(.notConnected, "\(peer.displayName) is reconnecting"))
         }
@@ -111,11 +182,7 @@ extension Session {
         do {
             // A datagram when it fits one; otherwise on the link, but dropped rather than waited for when the
             // link is behind (an unreliable message is never queued behind others).
-            if let limit = link.connection.datagramPayloadLimit, message.count <= limit {
-                try await link.connection.sendUnreliable(message)
-            } else {
-                try link.connection.trySend(message)
-            }
+            try link.connection.trySendUnreliable(message)
             return .enqueued(0)
         } catch {
             switch error.code {

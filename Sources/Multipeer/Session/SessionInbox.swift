@@ -188,5 +188,11 @@ final class TakenEntries {
         return entries[index]
     }
 
+    /// Everything not yet handed out (none remains to give back).
+    func rest() -> ArraySlice<SessionInbox.Entry> {
+        defer { index = entries.count }
+        return entries[index...]
+    }
+
     deinit { inbox.giveBack(entries[index...]) }
 }

@@ -48,12 +48,18 @@ final class Conversation: Sendable {
 
     /// Numbers a message and keeps it, writing it at once when the link's writer is idle; nil when the replay
     /// buffer is full.
-    func trySend(_ data: [UInt8], receipt: Bool) -> Result<UInt64, SessionError>? {
-        numbered(data, receipt: receipt).map { $0.map(\.0) }
+    func trySend(_ data: [UInt8], receipt: Bool, paced: Bool = true) -> Result<UInt64, SessionError>? {
+        numbered(data, receipt: receipt, paced: paced).map { $0.map(\.0) }
     }
 
-    /// ``trySend(_:receipt:)``, with the peer's incarnation the message was numbered in.
-    private func numbered(_ data: [UInt8], receipt: Bool) -> Result<(UInt64, Int), SessionError>? {
+    /// ``trySend(_:receipt:paced:)`` of a message that asks for a receipt, for a caller that cannot wait (unpaced:
+    /// only the replay buffer's bytes bound it); with the peer's incarnation, as ``sendForReceipt(_:)``.
+    func trySendForReceipt(_ data: [UInt8]) -> Result<(UInt64, Int), SessionError>? {
+        numbered(data, receipt: true, paced: false)
+    }
+
+    /// ``trySend(_:receipt:paced:)``, with the peer's incarnation the message was numbered in.
+    private func numbered(_ data: [UInt8], receipt: Bool, paced: Bool = true) -> Result<(UInt64, Int), SessionError>? {
         var incarnation = 0
         enum Then {
             case nothing
@@ -65,7 +71,7 @@ final class Conversation: Sendable {
             if let limit = state.messageLimit, data.count + ReliabilityStateMachine.Tag.headerLength > limit {
                 return (.failure(Self.tooLong(data.count, limit: limit, peer: peerName)), .nothing)
             }
-            switch state.machine.enqueue(data, receipt: receipt) {
+            switch state.machine.enqueue(data, receipt: receipt, paced: paced) {
             case .failed(let error): return (.failure(error), .nothing)
             case .full: return (nil, .nothing)
             case .queued(let sequence, let write):

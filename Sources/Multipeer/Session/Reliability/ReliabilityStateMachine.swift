@@ -150,10 +150,13 @@ struct ReliabilityStateMachine {
 
     // MARK: Sending
 
-    /// Numbers a message and keeps it, if the replay buffer has room (one message always fits).
-    mutating func enqueue(_ data: [UInt8], receipt: Bool) -> Enqueued {
+    /// Numbers a message and keeps it, if the replay buffer has room (one message always fits). A `paced` sender
+    /// (one that can wait) is also held back once ``Limits/writerBacklog`` messages wait for the link's writer; an
+    /// unpaced one (a caller that cannot wait, such as a synchronous API) only by the replay buffer's bytes.
+    mutating func enqueue(_ data: [UInt8], receipt: Bool, paced: Bool = true) -> Enqueued {
         if let failure { return .failed(failure) }
-        guard pendingCount == 0 || outboxBytes + data.count <= byteLimit, writerBacklog < Limits.writerBacklog else {
+        guard pendingCount == 0 || outboxBytes + data.count <= byteLimit, !paced || writerBacklog < Limits.writerBacklog
+        else {
             return .full
         }
         let sequence = nextSequence

@@ -1,0 +1,1 @@
+// Empty: `import MultipeerConnectivity.MCAdvertiserAssistant` brings the Swift module MultipeerConnectivity, which declares it.

@@ -1,0 +1,1 @@
+// Empty: `import MultipeerConnectivity.MCError` brings the Swift module MultipeerConnectivity, which declares it.

@@ -1,0 +1,1 @@
+// Empty: `import MultipeerConnectivity.MCNearbyServiceAdvertiser` brings the Swift module MultipeerConnectivity, which declares it.
