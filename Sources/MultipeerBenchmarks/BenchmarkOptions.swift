@@ -40,7 +40,7 @@ struct BenchmarkOptions {
             throw BenchmarkError("unknown benchmark '\(suite)'\n\(Self.usage)")
         }
         self.suite = suite
-        let numbers = suite == "connection" ? 1...5 : suite == "session" ? 1...6 : 1...7
+        let numbers = suite == "connection" ? 1...5 : 1...7
         scenarios = Set(numbers)
         if suite == "connection" || suite == "session" { runs = 5 }
         var runsGiven = false

@@ -71,28 +71,34 @@ extension SessionBenchmark {
             return Double(count) / Baseline.seconds(from: start, to: end)
         }
 
-        /// Round trips: a thread sends and waits for Bob's echo (his delegate sends each message back).
+        /// Round trips driven from the delegates, as a request-response app runs them: Alice's delegate takes
+        /// each echo and sends the next message; Bob's delegate sends each message back.
         func roundTrips(rounds: Int, payload: Int) async throws -> [Double] {
             bobDelegate.echo.withLock { $0 = true }
             defer { bobDelegate.echo.withLock { $0 = false } }
-            let replies = DispatchSemaphore(value: 0)
-            aliceDelegate.onData.withLock { $0 = { replies.signal() } }
-            defer { aliceDelegate.onData.withLock { $0 = nil } }
             let data = Data(repeating: 0x42, count: payload)
-            let (alice, bobID) = (alice, bobID)
-            return try await onThread {
-                var times: [Double] = []
-                times.reserveCapacity(rounds)
-                for round in 0..<(rounds + 200) {
-                    let start = BaselineSocket.nanoseconds()
-                    try alice.send(data, toPeers: [bobID], with: .reliable)
-                    guard replies.wait(timeout: .now() + 10) == .success else {
-                        throw BenchmarkError("no echo within 10 s")
+            let total = rounds + 200
+            let times = await withCheckedContinuation { (continuation: CheckedContinuation<[Double], Never>) in
+                let state = Mutex((round: 0, start: BaselineSocket.nanoseconds(), times: [Double]()))
+                aliceDelegate.onData.withLock {
+                    $0 = OnData { [alice, bobID] in
+                        let done = state.withLock { state -> [Double]? in
+                            let now = BaselineSocket.nanoseconds()
+                            if state.round >= 200 { state.times.append(Double(now - state.start)) }
+                            state.round += 1
+                            state.start = now
+                            return state.round == total ? state.times : nil
+                        }
+                        if let done { return continuation.resume(returning: done) }
+                        try? alice.send(data, toPeers: [bobID], with: .reliable)
                     }
-                    if round >= 200 { times.append(Double(BaselineSocket.nanoseconds() - start)) }
                 }
-                return times
+                state.withLock { $0.start = BaselineSocket.nanoseconds() }
+                try? alice.send(data, toPeers: [bobID], with: .reliable)
             }
+            aliceDelegate.onData.withLock { $0 = nil }
+            guard times.count == rounds else { throw BenchmarkError("\(times.count) of \(rounds) round trips") }
+            return times
         }
 
         /// Bytes per second through a stream: a thread writing `total` bytes in 64 KiB writes to the
@@ -142,7 +148,8 @@ extension SessionBenchmark {
     /// The benchmark's delegate: counts data (and says when a count is reached), echoes it, or hands streams over.
     final class FacadeDelegate: NSObject, MCSessionDelegate, Sendable {
         let echo = Mutex(false)
-        let onData = Mutex<(@Sendable () -> Void)?>(nil)
+        /// Boxed: a closure read out of a `Mutex` directly gains two thunks per read (see MCRuntime's `Boxed`).
+        let onData = Mutex<OnData?>(nil)
         private let counting = Mutex<(left: Int, done: CheckedContinuation<UInt64, Never>?)>((0, nil))
         private let streams = Mutex<CheckedContinuation<StreamBox, Never>?>(nil)
 
@@ -179,7 +186,7 @@ extension SessionBenchmark {
                 try? session.send(data, toPeers: [peerID], with: .reliable)
                 return
             }
-            if let call = onData.withLock({ $0 }) { return call() }
+            if let call = onData.withLock({ $0 }) { return call.call() }
             let done = counting.withLock { state -> CheckedContinuation<UInt64, Never>? in
                 state.left -= 1
                 guard state.left == 0 else { return nil }
@@ -208,6 +215,12 @@ extension SessionBenchmark {
             _ session: MCSession, didFinishReceivingResourceWithName resourceName: String, fromPeer peerID: MCPeerID,
             at localURL: URL?, withError error: (any Error)?
         ) {}
+    }
+
+    /// What the benchmark's delegate calls on data.
+    final class OnData: Sendable {
+        let call: @Sendable () -> Void
+        init(_ call: @escaping @Sendable () -> Void) { self.call = call }
     }
 
     /// A received stream handed to a reading thread.
@@ -289,8 +302,8 @@ extension SessionBenchmark {
         let note =
             "7: two MCSessions in one process on 127.0.0.1 (the facade's one network), linked by custom discovery, "
             + "TLS; \(count) reliable 64 B messages per run sent by a thread with `send(_:toPeers:with:)`, counted by "
-            + "Bob's delegate; \(rounds) round trips per run (a thread sends and waits; Bob's delegate echoes with "
-            + "`send`), 200 more first as warm-up; \(largeCount) messages of 1 MiB per run (a full queue, "
+            + "Bob's delegate; \(rounds) round trips per run (Alice's delegate sends the next message when it gets "
+            + "the echo, Bob's delegate echoes with `send`), 200 more first as warm-up; \(largeCount) messages of 1 MiB per run (a full queue, "
             + "`unavailable`, waited out 1 ms at a time); a \(streamBytes >> 20) MiB stream per run (threads writing "
             + "the OutputStream in 64 KiB writes and reading the InputStream); baseline: two native Sessions on one "
             + "network of their own, `send` awaited one by one, `for await` on `messages`, a PeerStream written in "

@@ -338,15 +338,16 @@ open class MCAdvertiserAssistant: NSObject, @unchecked Sendable, MCNearbyService
     public let serviceType: String
     /// Decides each invitation: the inviter and its context; true accepts (an addition; default: accept).
     public var invitationHandler: @Sendable (MCPeerID, Data?) -> Bool {
-        get { handler.withLock { $0 } }
-        set { handler.withLock { $0 = newValue } }
+        get { handler.withLock { $0 }.value }
+        set { handler.withLock { $0 = Boxed(newValue) } }
     }
 
     private let delegateBox = WeakDelegate<any MCAdvertiserAssistantDelegate>()
-    private let handler = Mutex<@Sendable (MCPeerID, Data?) -> Bool>({ peerID, _ in
-        report("MCAdvertiserAssistant: accepting the invitation from \(peerID.displayName)")
-        return true
-    })
+    private let handler = Mutex<Boxed<@Sendable (MCPeerID, Data?) -> Bool>>(
+        Boxed({ peerID, _ in
+            report("MCAdvertiserAssistant: accepting the invitation from \(peerID.displayName)")
+            return true
+        }))
     private let advertiser: MCNearbyServiceAdvertiser
 
     /// An assistant for `session`'s peer. Stops with the rule broken for an invalid service type.

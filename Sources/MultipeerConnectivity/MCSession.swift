@@ -76,13 +76,13 @@ open class MCSession: NSObject, @unchecked Sendable {
 
     private let delegateBox = WeakDelegate<any MCSessionDelegate>()
     /// What takes data instead of the delegate, if set (see ``receiveData(with:)``).
-    private let dataReceiver = Mutex<(@Sendable (Data, MCPeerID) async -> Void)?>(nil)
+    private let dataReceiver = Mutex<Boxed<@Sendable (Data, MCPeerID) async -> Void>?>(nil)
 
     /// For the PeerConnectivity facade: gives received data to `receiver` instead of the delegate's data method,
     /// on the delegate queue, in order; the session's reader waits for it (suspended, no thread held), so a
     /// receiver that is behind holds the sender back through flow control.
     package func receiveData(with receiver: @escaping @Sendable (Data, MCPeerID) async -> Void) {
-        dataReceiver.withLock { $0 = receiver }
+        dataReceiver.withLock { $0 = Boxed(receiver) }
     }
     let calls: DelegateQueue
     private let state: Mutex<State>
@@ -245,16 +245,28 @@ open class MCSession: NSObject, @unchecked Sendable {
 
     /// Gives a batch of messages to the delegate (on the delegate queue), each after its sender's `.connected`.
     private func deliver(_ batch: [ReceivedMessage]) async {
-        let receiver = dataReceiver.withLock { $0 }
+        let receiver = dataReceiver.withLock { $0 }?.value
+        // The last sender looked up, valid until this task next suspends (only then can its state change).
+        var known: (fingerprint: PeerFingerprint, peerID: MCPeerID)?
         for message in batch {
             let fp = message.peer.claimedFingerprint
-            var (wait, peerID) = state.withLock { state in (state.mustWait(fp), state.peerID(for: message.peer)) }
-            if wait {
-                await awaitReported(fp)
-                peerID = state.withLock { $0.peerID(for: message.peer) }
+            let peerID: MCPeerID
+            if let known, known.fingerprint == fp {
+                peerID = known.peerID
+            } else {
+                let (wait, found) = state.withLock { state in (state.mustWait(fp), state.peerID(for: message.peer)) }
+                if wait {
+                    await awaitReported(fp)
+                    peerID = state.withLock { $0.peerID(for: message.peer) }
+                    known = nil
+                } else {
+                    peerID = found
+                    known = (fp, found)
+                }
             }
             if let receiver {
                 await receiver(Data(message.bytes), peerID)
+                known = nil
             } else {
                 delegate?.session(self, didReceive: Data(message.bytes), fromPeer: peerID)
             }
@@ -408,6 +420,7 @@ open class MCSession: NSObject, @unchecked Sendable {
     ///   `sendResource` or a stream); `unavailable` when ``maximumQueuedBytes`` of reliable data to one of the
     ///   peers are not yet confirmed (the other peers get the data).
     open func send(_ data: Data, toPeers peerIDs: [MCPeerID], with mode: MCSessionSendDataMode) throws {
+        if peerIDs.count == 1 { return try send(data, to: peerIDs[0], mode: mode) }
         let (session, peers) = try targets(data, peerIDs)
         let bytes = [UInt8](data)
         var failure: SessionError?
@@ -420,6 +433,22 @@ open class MCSession: NSObject, @unchecked Sendable {
             if mode == .reliable, failure == nil { failure = error }
         }
         if let failure { throw MCError(failure) }
+    }
+
+    /// ``send(_:toPeers:with:)`` to one peer: the native session says whether it is a member.
+    private func send(_ data: Data, to peerID: MCPeerID, mode: MCSessionSendDataMode) throws(MCError) {
+        guard data.count <= maximumDataLength else { _ = try targets(data, [peerID]); return }
+        guard let session = state.withLock({ $0.current }) else {
+            throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
+        }
+        let result = session.trySend(
+            [UInt8](data), to: peerID.nativePeer, mode: mode == .reliable ? .reliable : .unreliable)
+        guard case .failed(let error) = result else { return }
+        if error.code == .notConnected {
+            throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
+        }
+        // An unreliable message may be dropped: that is its contract, not an error.
+        if mode == .reliable { throw MCError(error) }
     }
 
     /// The native session and peers `data` goes to (each once), after checking that it fits and that every
