@@ -2,8 +2,8 @@
 // submodule and nothing else (Apple's module brings Foundation), keeps its peer ID archived in UserDefaults, uses
 // an upper-case default service type, forwards every session delegate call to a delegate of its own (the
 // optional one with Apple's `delegate?.session?(...)` form), and exchanges Codable payloads as JSON.
-import MultipeerConnectivity.MCPeerID
 import MultipeerConnectivity
+import MultipeerConnectivity.MCPeerID
 
 /// A payload the transceiver carries: a type tag and its JSON.
 struct Envelope: Codable {
@@ -165,7 +165,9 @@ extension Transceiver: MCNearbyServiceAdvertiserDelegate {
 }
 
 extension Transceiver: MCNearbyServiceBrowserDelegate {
-    func browser(_ browser: MCNearbyServiceBrowser, foundPeer peerID: MCPeerID, withDiscoveryInfo info: [String: String]?) {
+    func browser(
+        _ browser: MCNearbyServiceBrowser, foundPeer peerID: MCPeerID, withDiscoveryInfo info: [String: String]?
+    ) {
         // The wrappers' rule against both sides inviting: the one whose instance sorts first invites.
         guard let other = info?["instance"], instance.uuidString < other else { return }
         let first = queue.sync { invited.insert(peerID).inserted }

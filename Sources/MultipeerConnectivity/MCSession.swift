@@ -44,8 +44,8 @@ extension MCSessionDelegate {
 /// Differences from Apple's, all additions: a peer's drop for a few seconds is bridged (it stays connected and
 /// reliable data sent meanwhile arrives once, in order); ``disconnectReason(for:)`` says why a peer went
 /// `.notConnected`; more than 8 peers on request; a session can be used again after `disconnect()`; data
-/// sent faster than the peers take it waits in a queue of at most ``maximumQueuedBytes``, beyond which `send`
-/// throws `unavailable` instead of growing without bound.
+/// sent faster than a peer confirms it is kept for it up to ``maximumQueuedBytes`` (the native session's replay
+/// buffer), beyond which `send` throws `unavailable` instead of growing without bound.
 open class MCSession: NSObject, @unchecked Sendable {
     // Safety of @unchecked Sendable: immutable properties, and mutable state behind `state` or in Sendable types.
 
@@ -65,7 +65,8 @@ open class MCSession: NSObject, @unchecked Sendable {
     public let maximumNumberOfPeers: Int
     /// The group secret members prove, if any.
     let groupSecret: GroupSecret?
-    /// The most bytes of data waiting to be sent before `send` throws `unavailable` (an addition).
+    /// The most bytes of reliable data a peer has not yet confirmed before `send` throws `unavailable` (an
+    /// addition): the native session's ``SessionConfiguration/replayBufferBytes``.
     public static let maximumQueuedBytes = 64 << 20
 
     /// The peers connected now, as the delegate has been told: a peer is listed from its `.connected` call on
@@ -426,8 +427,7 @@ open class MCSession: NSObject, @unchecked Sendable {
         var failure: SessionError?
         for peer in peers {
             guard
-                case .failed(let error) = session.trySend(
-                    bytes, to: peer, mode: mode == .reliable ? .reliable : .unreliable)
+                case .failed(let error) = session.trySend(bytes, to: peer, mode: mode.native)
             else { continue }
             // An unreliable message may be dropped: that is its contract, not an error.
             if mode == .reliable, failure == nil { failure = error }
@@ -437,39 +437,39 @@ open class MCSession: NSObject, @unchecked Sendable {
 
     /// ``send(_:toPeers:with:)`` to one peer: the native session says whether it is a member.
     private func send(_ data: Data, to peerID: MCPeerID, mode: MCSessionSendDataMode) throws(MCError) {
-        guard data.count <= maximumDataLength else { _ = try targets(data, [peerID]); return }
-        guard let session = state.withLock({ $0.current }) else {
-            throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
-        }
-        let result = session.trySend(
-            [UInt8](data), to: peerID.nativePeer, mode: mode == .reliable ? .reliable : .unreliable)
-        guard case .failed(let error) = result else { return }
-        if error.code == .notConnected {
-            throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
-        }
+        try checkLength(data)
+        guard let session = state.withLock({ $0.current }) else { throw Self.notConnected(peerID) }
+        guard case .failed(let error) = session.trySend([UInt8](data), to: peerID.nativePeer, mode: mode.native)
+        else { return }
+        if error.code == .notConnected { throw Self.notConnected(peerID) }
         // An unreliable message may be dropped: that is its contract, not an error.
         if mode == .reliable { throw MCError(error) }
     }
 
-    /// The native session and peers `data` goes to (each once), after checking that it fits and that every
-    /// peer is connected.
-    private func targets(_ data: Data, _ peerIDs: [MCPeerID]) throws(MCError) -> (Session, [Peer]) {
+    /// `invalidParameter` for data longer than one message carries, with the way out.
+    private func checkLength(_ data: Data) throws(MCError) {
         guard data.count <= maximumDataLength else {
             throw MCError(
                 .invalidParameter,
                 reason: "\(data.count) bytes are more than one message carries (\(maximumDataLength)); send them "
                     + "with sendResource(at:withName:toPeer:) or startStream(withName:toPeer:)")
         }
+    }
+
+    static func notConnected(_ peerID: MCPeerID) -> MCError {
+        MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
+    }
+
+    /// The native session and peers `data` goes to (each once), after checking that it fits and that every
+    /// peer is connected.
+    private func targets(_ data: Data, _ peerIDs: [MCPeerID]) throws(MCError) -> (Session, [Peer]) {
+        try checkLength(data)
         let session = state.withLock { $0.current }
         var peers: [Peer] = []
-        peers.reserveCapacity(peerIDs.count)
+        var seen: Set<PeerFingerprint> = []
         for peerID in peerIDs {
-            guard let session, session.isMember(peerID.nativePeer) else {
-                throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
-            }
-            if peerIDs.count == 1 || !peers.contains(where: { $0.claimedFingerprint == peerID.fingerprint }) {
-                peers.append(peerID.nativePeer)
-            }
+            guard let session, session.isMember(peerID.nativePeer) else { throw Self.notConnected(peerID) }
+            if seen.insert(peerID.fingerprint).inserted { peers.append(peerID.nativePeer) }
         }
         guard let session else { throw MCError(.notConnected, reason: "no peer is connected to this session") }
         return (session, peers)
@@ -547,7 +547,7 @@ open class MCSession: NSObject, @unchecked Sendable {
             return nil
         }
         guard let peer = member(peerID) else {
-            complete(MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session"))
+            complete(Self.notConnected(peerID))
             return nil
         }
         let progress = Progress(totalUnitCount: -1)
@@ -575,7 +575,7 @@ open class MCSession: NSObject, @unchecked Sendable {
     @discardableResult
     open func startStream(withName streamName: String, toPeer peerID: MCPeerID) throws -> OutputStream {
         guard let peer = member(peerID) else {
-            throw MCError(.notConnected, reason: "\(peerID.displayName) is not connected to this session")
+            throw Self.notConnected(peerID)
         }
         let opening = Task { [weak self] () async throws -> PeerStream in
             guard let session = try await self?.nativeSession() else {

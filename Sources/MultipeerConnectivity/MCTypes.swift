@@ -36,6 +36,9 @@ public enum MCSessionSendDataMode: Int, Sendable, Hashable {
     case reliable = 0
     /// Sent at once as a datagram; may be lost or reordered.
     case unreliable = 1
+
+    /// The native mode.
+    var native: SendMode { self == .reliable ? .reliable : .unreliable }
 }
 
 /// Whether a session encrypts, with Apple's raw values; a connection is encrypted unless either side says

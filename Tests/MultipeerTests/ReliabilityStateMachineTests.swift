@@ -213,6 +213,22 @@ struct ReliabilityStateMachineTests {
         #expect(sender.enqueue([1], receipt: false, paced: false) == .full)
     }
 
+    /// A peer that reads but never confirms cannot make tiny messages pile up beyond a count, whatever the
+    /// byte limit allows.
+    @Test func unconfirmedMessagesAreBoundedInNumberToo() {
+        var sender = ReliabilityStateMachine(byteLimit: 1 << 30, epoch: 1)
+        let limit = ReliabilityStateMachine.Limits.pendingMessages
+        for index in 0..<limit {
+            guard case .queued = sender.enqueue([1], receipt: false, paced: false) else {
+                Issue.record("message \(index) was refused below the count")
+                return
+            }
+        }
+        #expect(sender.pendingCount == limit)
+        #expect(sender.enqueue([1], receipt: false, paced: false) == .full)
+        #expect(!sender.hasRoom(for: 1))
+    }
+
     @Test func aLinkThatEndsNoLongerHoldsSendersBackWithItsBacklog() {
         var sender = ReliabilityStateMachine(byteLimit: 1 << 30, epoch: 1)
         _ = sender.resume(epoch: 2, knowsOurEpoch: false, peerReceived: 0, generation: sender.switchLink())

@@ -65,6 +65,17 @@ final class SessionNode: Sendable {
         answerInvitations { try? await $0.accept(into: session) }
     }
 
+    /// Makes `other` (a member made with `reconnectGrace = .zero`) go away without a word: this side's link to
+    /// it is cut, and only once both saw the link end does it shut down (else its goodbye may still arrive). This
+    /// side keeps it `reconnecting`, a member nothing confirms messages for. Returns whether both saw the cut.
+    func silence(_ other: SessionNode) async -> Bool {
+        await session.memberLink(other.identity.fingerprint)?.connection.abort()
+        let here = await recorder.wait { $0.hasPrefix("\(other.identity.displayName) reconnecting") } != nil
+        let there = await other.recorder.wait { $0.hasPrefix("\(self.identity.displayName) notConnected") } != nil
+        await other.shutdown()
+        return here && there
+    }
+
     func shutdown() async {
         await session.disconnect()
         await advertiser.stop()

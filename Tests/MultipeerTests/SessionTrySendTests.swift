@@ -27,10 +27,7 @@ struct SessionTrySendTests {
         }
         #expect(stranger.code == .notConnected)
         // Bob goes silent (his link is cut and he leaves): nothing confirms Alice's messages any more.
-        await alice.session.memberLink(bob.identity.fingerprint)?.connection.abort()
-        #expect(await alice.recorder.wait { $0.hasPrefix("Bob reconnecting") } != nil, "\(alice.recorder.states)")
-        #expect(await bob.recorder.wait { $0.hasPrefix("Alice notConnected") } != nil)
-        await bob.shutdown()
+        #expect(await alice.silence(bob), "\(alice.recorder.states)")
         // Still a member while reconnecting: the first 64 bytes are queued, the next refused, neither waits.
         let chunk = [UInt8](repeating: 7, count: 32)
         #expect(alice.session.trySend(chunk, to: bob.peer).isEnqueued)

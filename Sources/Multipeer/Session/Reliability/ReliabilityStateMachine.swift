@@ -53,6 +53,10 @@ struct ReliabilityStateMachine {
         /// connection's own buffer holds 1 MiB more, so a fast sender is held to the link's pace instead of filling
         /// the replay buffer (and memory) far ahead of it.
         static let writerBacklog = 256
+        /// Messages kept unconfirmed, whatever their size: the replay buffer's byte limit counts only their bytes,
+        /// and a peer that reads but never confirms would otherwise make tiny messages cost far more memory than
+        /// the limit says (each entry's bookkeeping outweighs a 1-byte message many times over).
+        static let pendingMessages = 262_144
         /// How far back a receipt can be early: only one of the last numbers handed out (older ones are repeats
         /// sent after a reconnection).
         static let earlyWindow: UInt64 = 64
@@ -155,7 +159,8 @@ struct ReliabilityStateMachine {
     /// unpaced one (a caller that cannot wait, such as a synchronous API) only by the replay buffer's bytes.
     mutating func enqueue(_ data: [UInt8], receipt: Bool, paced: Bool = true) -> Enqueued {
         if let failure { return .failed(failure) }
-        guard pendingCount == 0 || outboxBytes + data.count <= byteLimit, !paced || writerBacklog < Limits.writerBacklog
+        guard pendingCount == 0 || outboxBytes + data.count <= byteLimit && pendingCount < Limits.pendingMessages,
+            !paced || writerBacklog < Limits.writerBacklog
         else {
             return .full
         }
@@ -286,7 +291,8 @@ struct ReliabilityStateMachine {
     /// Whether a message of `count` bytes fits now.
     func hasRoom(for count: Int) -> Bool {
         failure != nil
-            || (pendingCount == 0 || outboxBytes + count <= byteLimit) && writerBacklog < Limits.writerBacklog
+            || (pendingCount == 0 || outboxBytes + count <= byteLimit && pendingCount < Limits.pendingMessages)
+                && writerBacklog < Limits.writerBacklog
     }
 
     /// Whether senders waiting for room should look again after the writer took an entry.
