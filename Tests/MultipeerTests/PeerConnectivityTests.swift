@@ -231,6 +231,30 @@ extension CompatibilitySuites {
             #expect(annLog.all.count == before)
         }
 
+        @Test func automaticManagersRetryARefusedPeerThreeTimesAndThenStop() async throws {
+            // Both refuse: each invites the other once and retries after each refusal, at once and at most 3 times
+            // in a row, then leaves it alone (no wall-clock timer, nothing more later).
+            let service = FacadeTestSetup.serviceType()
+            let ann = PeerConnectionManager(serviceType: service, displayName: "Ann", invitationPolicy: .rejectAll)
+            let ben = PeerConnectionManager(serviceType: service, displayName: "Ben", invitationPolicy: .rejectAll)
+            let annLog = EventLog()
+            let benLog = EventLog()
+            annLog.attach(to: ann)
+            benLog.attach(to: ben)
+            defer {
+                ann.stop()
+                ben.stop()
+            }
+            ann.start()
+            ben.start()
+            let invitations = { (log: EventLog, from: String) in log.all.filter { $0 == "invitation \(from) -" }.count }
+            #expect(await soon { invitations(annLog, "Ben") == 4 && invitations(benLog, "Ann") == 4 })
+            try await Task.sleep(for: .seconds(2))
+            #expect(invitations(annLog, "Ben") == 4)
+            #expect(invitations(benLog, "Ann") == 4)
+            #expect(ann.connectedPeers.isEmpty && ben.connectedPeers.isEmpty)
+        }
+
         @Test func serviceTypesAndNamesFollowTheRules() {
             // Letters of either case (RFC 6335), as Apple's framework accepts them: MultipeerKit's default is "MKSVC".
             #expect(
