@@ -1,4 +1,5 @@
 import Foundation
+import TestIsolation
 import Testing
 
 /// The README's quick start: `multipeer demo` runs on loopback only and walks through discovery, invitations

@@ -1,5 +1,6 @@
 import Foundation
 import NetLab
+import TestIsolation
 import Testing
 
 /// The `multipeer advertise`/`browse` command-line contract, across lab hosts.

@@ -1,10 +1,11 @@
 import Foundation
+import TestIsolation
 import Testing
 
 /// `multipeer --help` and every subcommand's `--help` match the files in `Tests/Golden/help/` (regenerate them with
 /// `MULTIPEER_UPDATE_GOLDEN=1` after a deliberate change, and read the diff); a usage error prints the usage and
 /// exits 64.
-@Suite(.tags(.needsCLI))
+@Suite(.tags(.needsCLI), .ownThread)  // each waits for a process
 struct HelpGoldenTests {
     static let commands = [
         "multipeer", "demo", "advertise", "browse", "listen", "connect", "chat", "colors", "send", "receive",

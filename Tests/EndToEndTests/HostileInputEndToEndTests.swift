@@ -1,5 +1,6 @@
 import Foundation
 import NetLab
+import TestIsolation
 import Testing
 
 /// A running advertiser under a query flood mixed with malformed packets, from another lab host.

@@ -1,5 +1,6 @@
 import Foundation
 import NetLab
+import TestIsolation
 import Testing
 
 /// Proves the lab and the harness with software we did not write: python-zeroconf and avahi find each other

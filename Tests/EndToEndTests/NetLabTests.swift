@@ -1,9 +1,10 @@
 import Foundation
 import NetLab
+import TestIsolation
 import Testing
 
 /// The lab itself: layout, connectivity, multicast, isolation from the root namespace, cleanup.
-@Suite(.requiresNetLab, .serialized)
+@Suite(.requiresNetLab, .serialized, .ownThread)  // namespaces are made and removed by blocking calls
 struct NetLabTests {
     init() {
         // Leftovers of killed runs would only confuse the namespace listings below.

@@ -143,12 +143,16 @@ private func setNetworkNamespace(_ fd: Int32) -> Int32 {
 }
 
 /// Runs `body` with a fresh namespace and a loop inside it; always shuts the loop down and deletes the namespace.
+/// On a thread of its own: making and deleting a namespace waits for `ip`, which on the shared pool's two threads
+/// would stall every other test in the process meanwhile.
 func withNamespace(_ body: (NetworkNamespace, EventLoop) async throws -> Void) async throws {
-    let namespace = try NetworkNamespace.create()
-    defer { namespace.delete() }
-    let loop = try namespace.makeLoop()
-    defer { loop.shutdown() }
-    try await body(namespace, loop)
+    try await onOwnThread {
+        let namespace = try NetworkNamespace.create()
+        defer { namespace.delete() }
+        let loop = try namespace.makeLoop()
+        defer { loop.shutdown() }
+        try await body(namespace, loop)
+    }
 }
 
 /// Bytes allocated by malloc and not freed, over every arena (`ProcessMemory.heapInUse()`), or nil where it

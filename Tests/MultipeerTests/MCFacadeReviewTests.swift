@@ -254,7 +254,7 @@ extension CompatibilitySuites {
         }
 
         /// Where Apple raises an exception, the process stops with the rule: an example app given a 64-byte name.
-        @Test func aDisplayNameBeyond63BytesStopsTheProcessNamingTheRule() throws {
+        @Test(.ownThread) func aDisplayNameBeyond63BytesStopsTheProcessNamingTheRule() throws {
             let binary = CompatibilitySuites.MCSourceCompatibilityTests.root.appendingPathComponent(
                 ".build/debug/PeerLists"
             ).path

@@ -4,8 +4,10 @@ import Testing
 
 extension CompatibilitySuites {
     /// Apple's API, used the way apps use it (`Tests/Compatibility/AppleAPIUsage.swift`), type-checks against the
-    /// built `MultipeerConnectivity` module in Swift 5 and Swift 6 language modes, with no warning.
-    @Suite("MultipeerConnectivity source compatibility")
+    /// built `MultipeerConnectivity` module in Swift 5 and Swift 6 language modes, with no warning. On threads of
+    /// their own: each waits seconds for the compiler, and on the shared pool's two threads that stalled every
+    /// other test in the process meanwhile.
+    @Suite("MultipeerConnectivity source compatibility", .ownThread)
     struct MCSourceCompatibilityTests {
         static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()

@@ -786,13 +786,6 @@ final class RawClient: @unchecked Sendable {
     deinit { close() }
 }
 
-/// Runs blocking work on a thread of its own, so the cooperative pool keeps serving other tasks.
-func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
-    }
-}
-
 @Suite("The host a connection comes from")
 struct HostKeyTests {
     @Test func ipv4MappedAddressesAreTheirIPv4HostAndIPv6HostsTheirAddress() throws {

@@ -2,6 +2,7 @@ import Foundation
 import MulticastDNS
 import MultipeerIO
 import Synchronization
+import TestIsolation
 import Testing
 
 @testable import Multipeer
