@@ -19,8 +19,19 @@ let package = Package(
         .executable(name: "multipeer-bench", targets: ["MultipeerBenchmarks"]),
         .executable(name: "mdns-fuzz", targets: ["MDNSFuzz"]),
     ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.14.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+    ],
     targets: [
-        .target(name: "MultipeerIO", swiftSettings: strict),
+        .target(
+            name: "MultipeerIO",
+            dependencies: [
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
         .target(name: "MulticastDNS", dependencies: ["MultipeerIO"], swiftSettings: strict),
         // System OpenSSL 3 (Debian: libssl-dev) plus a header-only shim for what Swift cannot import.
         .systemLibrary(

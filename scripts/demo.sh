@@ -6,5 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/packages.sh
 ensure_build_packages demo.sh
+source scripts/mirrors.sh
+use_package_mirrors
 swift build --product multipeer
 exec "$(swift build --show-bin-path)/multipeer" demo "$@"

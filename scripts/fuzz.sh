@@ -11,6 +11,8 @@ duration="${1:-300}"
 target="${2:-dns}"
 case "$target" in dns | wire | handshake | record) ;; *) echo "usage: scripts/fuzz.sh [SECONDS] [dns|wire|handshake|record]" >&2; exit 64 ;; esac
 cd "$(dirname "$0")/.."
+source scripts/mirrors.sh
+use_package_mirrors
 
 swift build -c release --product mdns-fuzz --scratch-path .build-fuzz \
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING

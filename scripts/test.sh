@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 
 # The package lists and the helpers that check and install them (shared with scripts/demo.sh).
 source scripts/packages.sh
+source scripts/mirrors.sh
 
 if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
     echo "test.sh: not a Debian system: the packages below are not checked; tests that lack what they need" \
@@ -45,6 +46,7 @@ else
     fi
 fi
 
+use_package_mirrors
 time swift build --build-tests -Xswiftc -warnings-as-errors
 time swift test --skip-build "$@"
 

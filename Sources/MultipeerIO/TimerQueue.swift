@@ -1,62 +1,69 @@
-/// The loop's pending timers: a binary min-heap ordered by deadline, then by scheduling order.
+import HeapModule
+
+/// The loop's pending timers: a heap (swift-collections' `Heap`) ordered by deadline, then by scheduling order.
 ///
-/// Cancelled timers are removed from `work` at once and skipped lazily when they reach the top of the heap; the
-/// heap is emptied whenever no live timer remains, so cancelled entries cannot pile up while the loop is idle.
+/// Cancelled timers are removed from `work` at once and skipped lazily when they reach the top of the heap. They
+/// cannot pile up: the heap is emptied whenever no live timer remains, and rebuilt from the live ones when cancelled
+/// entries outnumber them (one long timer kept while short ones are set and cancelled by the thousand, as a
+/// keepalive beside per-packet timeouts, would otherwise keep every cancelled entry until its own deadline).
 ///
 /// No fixed limit: every timer belongs to an owner whose own state is bounded (one probe timer per record, one
 /// timeout per pending invitation, one keepalive per connection), so the count is bounded by those limits. A cap
 /// here could only refuse to schedule, which no caller could handle better.
 struct TimerQueue {
-    private struct Entry {
+    private struct Entry: Comparable {
         var deadline: IOInstant
         var id: TimerID
 
-        func precedes(_ other: Entry) -> Bool {
-            deadline != other.deadline ? deadline < other.deadline : id.rawValue < other.id.rawValue
+        /// Earlier deadline first; equal deadlines in scheduling order (ids only grow), so no two entries tie.
+        static func < (left: Entry, right: Entry) -> Bool {
+            left.deadline != right.deadline ? left.deadline < right.deadline : left.id.rawValue < right.id.rawValue
         }
     }
 
-    private var heap: [Entry] = []
+    private var heap = Heap<Entry>()
     private var work: [TimerID: () -> Void] = [:]
 
     /// Number of live (not cancelled, not fired) timers.
     var count: Int { work.count }
 
+    /// Entries the heap holds, live and cancelled (for the tests of the bound).
+    var storedEntries: Int { heap.count }
+
     mutating func insert(_ id: TimerID, deadline: IOInstant, _ body: @escaping () -> Void) {
         work[id] = body
-        heap.append(Entry(deadline: deadline, id: id))
-        var child = heap.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard heap[child].precedes(heap[parent]) else { break }
-            heap.swapAt(child, parent)
-            child = parent
-        }
+        heap.insert(Entry(deadline: deadline, id: id))
     }
 
     mutating func cancel(_ id: TimerID) {
-        work[id] = nil
-        if work.isEmpty { heap.removeAll(keepingCapacity: true) }
+        guard work.removeValue(forKey: id) != nil else { return }
+        if work.isEmpty {
+            heap = Heap()
+        } else if heap.count > 2 * work.count + 64 {
+            // Rebuilt in O(n) when at least half is cancelled: amortized O(1) per cancel.
+            let work = work
+            heap = Heap(heap.unordered.filter { work[$0.id] != nil })
+        }
     }
 
     /// The earliest live deadline, discarding cancelled entries on the way.
     mutating func nextDeadline() -> IOInstant? {
-        while let top = heap.first {
+        while let top = heap.min {
             if work[top.id] != nil { return top.deadline }
-            popTop()
+            heap.removeMin()
         }
         return nil
     }
 
     /// Removes and returns the earliest timer if it is due at `now` and was scheduled no later than `maxID`.
     mutating func popDue(now: IOInstant, maxID: UInt64) -> (() -> Void)? {
-        while let top = heap.first {
+        while let top = heap.min {
             guard let body = work[top.id] else {
-                popTop()
+                heap.removeMin()
                 continue
             }
             guard top.deadline <= now, top.id.rawValue <= maxID else { return nil }
-            popTop()
+            heap.removeMin()
             work[top.id] = nil
             return body
         }
@@ -64,24 +71,7 @@ struct TimerQueue {
     }
 
     mutating func removeAll() {
-        heap.removeAll()
+        heap = Heap()
         work.removeAll()
-    }
-
-    private mutating func popTop() {
-        let last = heap.removeLast()
-        guard !heap.isEmpty else { return }
-        heap[0] = last
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var best = parent
-            if left < heap.count, heap[left].precedes(heap[best]) { best = left }
-            if right < heap.count, heap[right].precedes(heap[best]) { best = right }
-            if best == parent { return }
-            heap.swapAt(parent, best)
-            parent = best
-        }
     }
 }
