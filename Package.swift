@@ -32,22 +32,39 @@ let package = Package(
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
-        .target(name: "MulticastDNS", dependencies: ["MultipeerIO"], swiftSettings: strict),
+        .target(
+            name: "MulticastDNS",
+            dependencies: ["MultipeerIO", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         // System OpenSSL 3 (Debian: libssl-dev) plus a header-only shim for what Swift cannot import.
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         .target(
-            name: "Multipeer", dependencies: ["COpenSSL", "MultipeerIO", "MulticastDNS"], swiftSettings: strict),
+            name: "Multipeer",
+            dependencies: [
+                "COpenSSL", "MultipeerIO", "MulticastDNS",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
         // Apple's MultipeerConnectivity API on the native one (a facade: no engine logic).
         .target(
             name: "MultipeerConnectivity",
-            dependencies: ["Multipeer", "MulticastDNS", "MultipeerConnectivitySubmodules"], swiftSettings: strict),
+            dependencies: [
+                "Multipeer", "MulticastDNS", "MultipeerConnectivitySubmodules",
+                .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
         // A Clang module named MultipeerConnectivity with Apple's submodules (empty headers), so that
         // `import MultipeerConnectivity.MCPeerID` works as against Apple's framework.
         .systemLibrary(name: "MultipeerConnectivitySubmodules"),
         // The PeerConnectivity library's API on the MultipeerConnectivity facade (a facade: no engine logic).
         .target(
-            name: "PeerConnectivity", dependencies: ["MultipeerConnectivity", "MulticastDNS"], swiftSettings: strict),
+            name: "PeerConnectivity",
+            dependencies: [
+                "MultipeerConnectivity", "MulticastDNS",
+                .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
         // The classic tutorial apps with their UI replaced by lines, as apps written for Apple's platforms are
         // (Swift 5 language mode); the end-to-end tests run them across namespaces.
         .executableTarget(
@@ -75,9 +92,17 @@ let package = Package(
             name: "PeerConnectivityDemo", dependencies: ["PeerConnectivity"], path: "Examples/PeerConnectivityDemo",
             swiftSettings: [.swiftLanguageMode(.v5)]),
         .executableTarget(
-            name: "multipeer", dependencies: ["MulticastDNS", "MultipeerIO", "Multipeer"], swiftSettings: strict),
+            name: "multipeer",
+            dependencies: [
+                "MulticastDNS", "MultipeerIO", "Multipeer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
         // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
-        .target(name: "NetLab", swiftSettings: strict),
+        .target(
+            name: "NetLab", dependencies: [.product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: strict),
         .executableTarget(
             name: "MultipeerBenchmarks",
             dependencies: ["NetLab", "MulticastDNS", "MultipeerIO", "Multipeer", "MultipeerConnectivity"],
