@@ -1,4 +1,5 @@
 public import Foundation
+internal import Logging
 internal import MulticastDNS
 internal import Multipeer
 internal import Synchronization
@@ -40,8 +41,12 @@ extension MCNearbyServiceBrowserDelegate {
     }
 }
 
-func report(_ line: String) {
-    FileHandle.standardError.write(Data("MultipeerConnectivity: \(line)\n".utf8))
+/// Logs what the module did on the application's behalf or could not do, where Apple's framework says nothing
+/// (a warning by default), through ``MCNetwork``'s logger.
+func report(_ line: String, level: Logger.Level = .warning, peer: MCPeerID? = nil) {
+    MCNetwork.logger.log(
+        level: level, "\(line)",
+        metadata: peer.map { ["peer": "\($0.displayName)", "fingerprint": "\($0.fingerprint)"] })
 }
 
 /// Checks a service type by Apple's (RFC 6335) rules, stopping with the rule broken as Apple raises.
@@ -166,7 +171,7 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
                 do {
                     try await invitation.accept(into: session.nativeSession())
                 } catch {
-                    report("accepting \(peerID.displayName)'s invitation failed: \(error)")
+                    report("accepting \(peerID.displayName)'s invitation failed: \(error)", peer: peerID)
                 }
             }
         }
@@ -294,7 +299,7 @@ open class MCNearbyServiceBrowser: NSObject, @unchecked Sendable {
             timeout <= 0 || !timeout.isFinite ? .seconds(30) : .milliseconds(Int64(min(timeout, 86_400) * 1000))
         Task {
             guard let browser = await task?.value else {
-                report("invitePeer(\(peerID.displayName)): the browser never started browsing")
+                report("invitePeer(\(peerID.displayName)): the browser never started browsing", peer: peerID)
                 return
             }
             guard let native = try? await session.nativeSession() else { return }
@@ -345,7 +350,8 @@ open class MCAdvertiserAssistant: NSObject, @unchecked Sendable, MCNearbyService
     private let delegateBox = WeakDelegate<any MCAdvertiserAssistantDelegate>()
     private let handler = Mutex<Boxed<@Sendable (MCPeerID, Data?) -> Bool>>(
         Boxed({ peerID, _ in
-            report("MCAdvertiserAssistant: accepting the invitation from \(peerID.displayName)")
+            report(
+                "MCAdvertiserAssistant: accepting the invitation from \(peerID.displayName)", level: .info, peer: peerID)
             return true
         }))
     private let advertiser: MCNearbyServiceAdvertiser

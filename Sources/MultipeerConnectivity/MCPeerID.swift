@@ -79,8 +79,7 @@ open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
             do {
                 try Self.identityStore.save(identity)
             } catch {
-                FileHandle.standardError.write(
-                    Data("MultipeerConnectivity: cannot keep \(displayName)'s identity: \(error.reason)\n".utf8))
+                report("cannot keep \(displayName)'s identity: \(error.reason)", level: .error, peer: self)
             }
         }
         coder.encode(displayName as NSString, forKey: Self.nameKey)

@@ -1,5 +1,7 @@
 internal import Foundation
+package import Logging
 public import Multipeer
+internal import MultipeerIO
 internal import Synchronization
 
 /// Where this module's advertisers, browsers and sessions meet the network (an addition to Apple's API, which
@@ -14,6 +16,11 @@ public enum MCNetwork {
         get { state.withLock { $0.configuration ?? .fromEnvironment() } }
         set { state.withLock { $0.configuration = newValue } }
     }
+
+    /// Where the compatibility modules log: the configuration's logger (``PeerNetwork/Configuration/logger``;
+    /// nothing unless the application gives one or `MULTIPEER_LOG` names a level), with the metadata `area` =
+    /// `facade`.
+    package static var logger: Logger { configuration.logger.area(.facade) }
 
     /// The process's network, made on first use (under the lock: two first callers must not both make one, as
     /// the loser's event loop thread would never stop).

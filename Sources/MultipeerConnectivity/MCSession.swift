@@ -356,8 +356,9 @@ open class MCSession: NSObject, @unchecked Sendable {
             let peerID = state.withLock { $0.peerID(for: peer) }
             delegate?.session(self, didReceive: MCInputStream(stream), withName: stream.name, fromPeer: peerID)
         case .undelivered(let peer, let numbers, let reason):
-            // Apple's API has no way to say this (the native API does); say it where a person can see it.
-            report("\(numbers.count) message(s) to \(peer.displayName) were not delivered: \(reason)")
+            // Apple's API has no way to say this (the native API does): the log says it.
+            let peerID = state.withLock { $0.peerID(for: peer) }
+            report("\(numbers.count) message(s) to \(peer.displayName) were not delivered: \(reason)", peer: peerID)
         case .resourceStarted(let incoming):
             let peerID = state.withLock { $0.peerID(for: incoming.peer) }
             delegate?.session(

@@ -1,4 +1,5 @@
 public import Foundation
+internal import Logging
 internal import MulticastDNS
 public import MultipeerConnectivity
 internal import Synchronization
@@ -578,8 +579,10 @@ public class PeerConnectionManager: @unchecked Sendable {
 
     func failed(_ error: any Error) { emit(.error(error)) }
 
+    /// Logs what the manager could not do where the original printed it, through the MultipeerConnectivity
+    /// module's logger (nothing unless the application gives one or `MULTIPEER_LOG` names a level).
     private func report(_ line: String) {
-        FileHandle.standardError.write(Data("PeerConnectivity: \(line)\n".utf8))
+        MCNetwork.logger.warning("PeerConnectivity: \(line)")
     }
 }
 

@@ -154,6 +154,7 @@ extension ChatCommand {
     ) -> PeerNetwork.Configuration {
         var networkConfiguration = PeerNetwork.Configuration()
         networkConfiguration.discovery = discovery.configuration
+        networkConfiguration.logger = ToolLog.logger
         if discovery.configuration.interfaces == .loopbackOnly {
             networkConfiguration.listenAddresses = [.v4(IPv4Address(127, 0, 0, 1))]
         }

@@ -35,6 +35,7 @@ struct ConnectionOptions {
             throw UsageError("\(error)")
         }
         configuration = ConnectionConfiguration(identity: identity)
+        configuration.logger = ToolLog.logger
         if let text = try arguments.value(of: "--encryption") {
             guard let preference = EncryptionPreference.allCases.first(where: { $0.description == text }) else {
                 throw UsageError("--encryption wants required, optional or none, not '\(text)'")

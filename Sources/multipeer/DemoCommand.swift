@@ -56,7 +56,9 @@ struct DemoCommand {
         defer { try? FileManager.default.removeItem(at: folder) }
         func person(_ name: String) async throws -> Person {
             let identity = try PeerIdentity.generate(displayName: name)
-            let network = try PeerNetwork(configuration: .loopback)
+            var loopback = PeerNetwork.Configuration.loopback
+            loopback.logger = ToolLog.logger
+            let network = try PeerNetwork(configuration: loopback)
             var configuration = SessionConfiguration()
             let inbox = folder.appendingPathComponent(name, isDirectory: true)
             try FileManager.default.createDirectory(

@@ -34,7 +34,7 @@ struct DiscoveryOptions {
     /// Opens the discovery stack, or prints why it cannot and returns nil (the command then exits 1).
     static func openStack(_ configuration: DiscoveryConfiguration) async -> MulticastDNSStack? {
         do {
-            return try await MulticastDNSStack(configuration: configuration)
+            return try await MulticastDNSStack(configuration: configuration, logger: ToolLog.logger)
         } catch {
             Output.error(explain(error))
             return nil

@@ -56,7 +56,7 @@ struct MultipeerTool {
                 Output.error(commands.first { $0.name == name }.map { "usage: \($0.usage)" } ?? help)
                 exit(64)
             }
-            Log.level = level
+            ToolLog.logger = MultipeerLogging.lines(level)
             arguments.removeSubrange(index...(joined ? index : min(index + 1, arguments.count - 1)))
         }
         if arguments.contains("--help") || arguments.contains("-h") {

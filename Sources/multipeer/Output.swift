@@ -18,7 +18,7 @@ enum Output {
     }
 
     /// Whether a terminal may act on the character (the log's rule: C0, C1, DEL, the line separators).
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool { Log.isControl(scalar) }
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool { ControlCharacters.isControl(scalar) }
 
     /// Text with control characters escaped (`\n`, `\t`, `\u{1b}`, `\u{9b}`...), so text from a peer stays on its
     /// line and cannot command the terminal. Escaping twice changes nothing.

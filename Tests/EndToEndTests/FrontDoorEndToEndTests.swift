@@ -143,7 +143,7 @@ extension FrontDoorEndToEndTests {
             quiet.closeInput()
             for process in [alpha, beta, quiet] { #expect(await process.exited(within: .seconds(10)) == 0) }
             let alphaLog = alpha.standardError
-            #expect(alphaLog.contains(" info mdns: found 'Beta'"), "\(alphaLog)")
+            #expect(alphaLog.contains(" info discovery: found 'Beta'"), "\(alphaLog)")
             #expect(alphaLog.contains(" info connection: ") && alphaLog.contains("connected to 'Beta'"), "\(alphaLog)")
             #expect(alphaLog.contains(" info session: invitation to 'Beta': accepted"), "\(alphaLog)")
             #expect(!alphaLog.contains(" debug "), "info leaves out debug lines: \(alphaLog)")

@@ -282,7 +282,7 @@ extension SessionResourceTests {
     @Test func offersBeyondTheLimitsAreRefusedWithTheirReason() async throws {
         let destination = try Self.folder()
         defer { Self.remove(destination) }
-        let center = ResourceCenter(directory: destination, maximumSize: 1 << 20)
+        let center = ResourceCenter(directory: destination, maximumSize: 1 << 20, logger: MultipeerLogging.disabled)
         let answers = Tally()
         center.attach(
             ResourceCenter.Hooks(

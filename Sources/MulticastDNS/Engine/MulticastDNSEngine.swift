@@ -1,4 +1,5 @@
 internal import Glibc
+internal import Logging
 import MultipeerIO
 internal import Synchronization
 
@@ -25,6 +26,8 @@ final class MulticastDNSEngine: @unchecked Sendable {
 
     let loop: EventLoop
     let configuration: DiscoveryConfiguration
+    /// The application's logger for discovery (metadata `area` = `discovery`).
+    let logger: Logger
     private var socket4: UDPSocket?
     private var socket6: UDPSocket?
     private var monitor: InterfaceMonitor?
@@ -42,9 +45,10 @@ final class MulticastDNSEngine: @unchecked Sendable {
     var isClosed: Bool { closed }
     let counters = Mutex(DiscoveryStatistics())
 
-    init(loop: EventLoop, configuration: DiscoveryConfiguration) throws(DiscoveryError) {
+    init(loop: EventLoop, configuration: DiscoveryConfiguration, logger: Logger) throws(DiscoveryError) {
         self.loop = loop
         self.configuration = configuration
+        self.logger = logger.area(.discovery)
         let label = configuration.hostLabel ?? MulticastDNSEngine.defaultHostLabel()
         do {
             responder = try ResponderStateMachine(hostLabel: label, configuration: configuration.responder)
@@ -158,10 +162,10 @@ final class MulticastDNSEngine: @unchecked Sendable {
                 try socket(for: link)?.joinMulticastGroup(group(for: link), interfaceIndex: link.interfaceIndex)
             } catch {
                 counters.withLock { $0.lastError = "joining \(group(for: link)) on \(link): \(error)" }
-                Log.write(.warning, "mdns", "cannot join \(group(for: link)) on \(link): \(error)")
+                logger.warning("cannot join \(group(for: link)) on \(link): \(error)")
             }
         }
-        Log.write(.info, "mdns", "links: \(newLinks.keys.sorted().map { "\($0)" }.joined(separator: ", "))")
+        logger.info("links: \(newLinks.keys.sorted().map { "\($0)" }.joined(separator: ", "))")
         links = newLinks
         counters.withLock { $0.links = newLinks.keys.sorted() }
         let now = loop.clock.now()
@@ -199,14 +203,15 @@ final class MulticastDNSEngine: @unchecked Sendable {
                 $0.packetsMalformed += 1
                 $0.lastMalformed = "\(datagram.source): \(error)"
             }
-            Log.write(.debug, "mdns", "malformed packet from \(datagram.source) ignored: \(error)")
+            logger.debug("malformed packet from \(datagram.source) ignored: \(error)")
             return
         }
         counters.withLock { $0.packetsReceived += 1 }
-        Log.write(
-            .trace, "mdns",
-            "received \(datagram.bytes.count) bytes from \(datagram.source) on \(link): \(message.questions.count) "
-                + "questions, \(message.answers.count) answers")
+        logger.trace(
+            """
+            received \(datagram.bytes.count) bytes from \(datagram.source) on \(link): \
+            \(message.questions.count) questions, \(message.answers.count) answers
+            """)
         let source = MDNSEndpoint(address: datagram.source.address, port: datagram.source.port)
         let now = loop.clock.now()
         perform(responder.receive(message, from: source, on: link, now: now))
@@ -244,7 +249,7 @@ final class MulticastDNSEngine: @unchecked Sendable {
                 $0.sendErrors += 1
                 $0.lastError = "sending to \(target) on \(link): \(error)"
             }
-            Log.write(.warning, "mdns", "sending to \(target) on \(link) failed: \(error)")
+            logger.warning("sending to \(target) on \(link) failed: \(error)")
         }
     }
 
@@ -271,7 +276,7 @@ final class MulticastDNSEngine: @unchecked Sendable {
                 case .updated(let instance): mapped = .updated(DiscoveredService(instance, type: slot.serviceType))
                 case .lost(let instance): mapped = .lost(DiscoveredService(instance, type: slot.serviceType))
                 }
-                Log.write(.info, "mdns", Self.describe(mapped))
+                logger.info("\(Self.describe(mapped))", metadata: ["peer": "\(mapped.service.name)"])
                 if case .dropped = slot.continuation.yield(mapped) { counters.withLock { $0.eventsDropped += 1 } }
             }
         }
@@ -292,7 +297,7 @@ final class MulticastDNSEngine: @unchecked Sendable {
     private func deliver(_ event: ResponderEvent) {
         switch event {
         case .registered(let id, let name):
-            Log.write(.info, "mdns", "advertising '\(name)': probed and announced")
+            logger.info("advertising '\(name)': probed and announced", metadata: ["peer": "\(name)"])
             guard var slot = advertisements[id] else { return }
             slot.name.value = name
             slot.registeredName = name
@@ -301,14 +306,14 @@ final class MulticastDNSEngine: @unchecked Sendable {
             advertisements[id] = slot
             slot.continuation.yield(.registered(name: name))
         case .renamed(let id, let from, let to):
-            Log.write(.warning, "mdns", "another host uses the name '\(from)': renamed to '\(to)'")
+            logger.warning("another host uses the name '\(from)': renamed to '\(to)'", metadata: ["peer": "\(to)"])
             guard let slot = advertisements[id] else { return }
             slot.name.value = to
             // The new name is not claimed yet: registered() waits for its announcement.
             advertisements[id]!.registeredName = nil
             slot.continuation.yield(.renamed(from: from, to: to))
         case .hostRenamed(let from, let to):
-            Log.write(.warning, "mdns", "another host uses the host name '\(from)': renamed to '\(to)'")
+            logger.warning("another host uses the host name '\(from)': renamed to '\(to)'")
             for slot in advertisements.values { slot.continuation.yield(.hostRenamed(from: from, to: to)) }
         case .unregistered(let id):
             guard let slot = advertisements.removeValue(forKey: id) else { return }

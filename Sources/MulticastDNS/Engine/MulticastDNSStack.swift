@@ -1,3 +1,4 @@
+public import Logging
 public import MultipeerIO
 internal import Synchronization
 
@@ -21,8 +22,13 @@ public final class MulticastDNSStack: Sendable {
     /// - Parameters:
     ///   - configuration: interfaces, families and timings.
     ///   - loop: an event loop to run on; `nil` starts a private one that ``shutdown()`` stops.
+    ///   - logger: where discovery logs (metadata `area` = `discovery`); `MultipeerLogging.fallback` by default,
+    ///     which writes nothing unless `MULTIPEER_LOG` names a level.
     /// - Throws: ``DiscoveryError`` with code `.socket` if the sockets cannot be opened, or `.invalidHostLabel`.
-    public init(configuration: DiscoveryConfiguration = .init(), loop: EventLoop? = nil) async throws(DiscoveryError) {
+    public init(
+        configuration: DiscoveryConfiguration = .init(), loop: EventLoop? = nil,
+        logger: Logger = MultipeerLogging.fallback
+    ) async throws(DiscoveryError) {
         let theLoop: EventLoop
         if let loop {
             theLoop = loop
@@ -35,7 +41,7 @@ public final class MulticastDNSStack: Sendable {
             }
             ownsLoop = true
         }
-        let engine = try MulticastDNSEngine(loop: theLoop, configuration: configuration)
+        let engine = try MulticastDNSEngine(loop: theLoop, configuration: configuration, logger: logger)
         self.engine = engine
         let result: Result<Void, DiscoveryError>
         do {

@@ -1,3 +1,6 @@
+public import Logging
+internal import MultipeerIO
+
 /// How a peer sets up and runs its connections: identity, security, and every limit and timing, in one place.
 ///
 /// Every limit has a default chosen for a LAN with tens to thousands of peers; the reasons are next to each.
@@ -116,6 +119,11 @@ public struct ConnectionConfiguration: Sendable {
     ///
     /// 64: an application takes connections as they come; a longer queue only hides a stuck one.
     public var maximumQueuedConnections: Int
+
+    /// Where connections log (metadata `area` = `connection`, `peer` and `fingerprint` once known).
+    /// `MultipeerLogging.fallback` by default: nothing unless `MULTIPEER_LOG` names a level. A
+    /// ``PeerNetwork`` sets it to its own configuration's logger.
+    public var logger: Logger = MultipeerLogging.fallback
 
     /// Creates a configuration with the defaults described on each property.
     /// - Parameters:

@@ -1,3 +1,4 @@
+internal import Logging
 internal import MultipeerIO
 internal import Synchronization
 
@@ -56,6 +57,13 @@ final class ConnectionDriver: @unchecked Sendable {
 
     /// The peer's address, for the log.
     private var remoteDescription: String { socket.map { "\($0.remoteAddress)" } ?? "a closed connection" }
+    /// The configuration's logger, for connections.
+    private let logger: Logger
+
+    /// What the log says of a peer beside the message: its name and the fingerprint it claims.
+    private static func metadata(of peer: ConnectedPeer) -> Logger.Metadata {
+        ["peer": "\(peer.displayName)", "fingerprint": "\(peer.claimedFingerprint)"]
+    }
 
     init(
         loop: EventLoop, core: ConnectionCore, socket: TCPConnection, datagramEndpoint: DatagramEndpoint? = nil,
@@ -66,6 +74,7 @@ final class ConnectionDriver: @unchecked Sendable {
         self.socket = socket
         self.datagramEndpoint = datagramEndpoint
         self.ownsDatagramEndpoint = ownsDatagramEndpoint
+        logger = core.configuration.logger.area(.connection)
         shared = ConnectionShared(
             sendBufferLimit: core.configuration.sendBufferLimit,
             unreliableBufferLimit: core.configuration.unreliableBufferLimit)
@@ -215,10 +224,11 @@ final class ConnectionDriver: @unchecked Sendable {
             }
             switch event {
             case .established(let peer):
-                Log.write(
-                    .info, "connection",
-                    "\(remoteDescription): connected to '\(peer.displayName)' \(peer.claimedFingerprint) "
-                        + "(\(peer.isAuthenticated ? "identity proven" : "identity claimed"), \(peer.protection))")
+                logger.info(
+                    """
+                    \(remoteDescription): connected to '\(peer.displayName)' \(peer.claimedFingerprint) \
+                    (\(peer.isAuthenticated ? "identity proven" : "identity claimed"), \(peer.protection))
+                    """, metadata: Self.metadata(of: peer))
                 core.releaseIdleBuffers()  // the handshake's
                 startDatagrams()
                 onSetup?(.success(peer))
@@ -268,7 +278,9 @@ final class ConnectionDriver: @unchecked Sendable {
                 case .closedLocally, .closedByPeer: orderly = true
                 default: orderly = false
                 }
-                Log.write(orderly ? .info : .warning, "connection", "\(remoteDescription): closed: \(error.reason)")
+                logger.log(
+                    level: orderly ? .info : .warning, "\(remoteDescription): closed: \(error.reason)",
+                    metadata: core.peer.map(Self.metadata(of:)))
                 closeError = error
                 onSetup?(.failure(error))
                 onSetup = nil

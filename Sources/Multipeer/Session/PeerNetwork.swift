@@ -1,4 +1,5 @@
 internal import Foundation
+public import Logging
 public import MulticastDNS
 public import MultipeerIO
 
@@ -21,6 +22,12 @@ public actor PeerNetwork {
         /// Adjusts the connection settings the network's sessions and advertisers use (timeouts, windows,
         /// limits); identity, encryption and group secret are set from the session or advertiser.
         public var tuneConnections: @Sendable (inout ConnectionConfiguration) -> Void = { _ in }
+        /// Where the network and everything on it logs: discovery, connections, sessions and resources, each with
+        /// the metadata `area`, and `peer` and `fingerprint` where a peer is concerned. The library never writes
+        /// by itself: by default this is `MultipeerLogging.fallback`, which writes nothing unless the
+        /// environment's `MULTIPEER_LOG` names a level. Pass the application's `Logger` to route the library's
+        /// lines into its logging.
+        public var logger: Logger = MultipeerLogging.fallback
 
         /// All interfaces.
         public init() {}
@@ -116,6 +123,7 @@ public actor PeerNetwork {
         identity: PeerIdentity, encryption: EncryptionPreference, groupSecret: GroupSecret?
     ) -> ConnectionConfiguration {
         var connection = ConnectionConfiguration(identity: identity, encryption: encryption, groupSecret: groupSecret)
+        connection.logger = configuration.logger
         configuration.tuneConnections(&connection)
         connection.identity = identity
         connection.encryption = encryption
@@ -128,7 +136,8 @@ public actor PeerNetwork {
         guard !isShutDown else { throw SessionError(.cancelled, "the network was shut down") }
         if let stack { return stack }
         do {
-            let made = try await MulticastDNSStack(configuration: configuration.discovery, loop: loop)
+            let made = try await MulticastDNSStack(
+                configuration: configuration.discovery, loop: loop, logger: configuration.logger)
             if let stack {
                 await made.shutdown()
                 return stack

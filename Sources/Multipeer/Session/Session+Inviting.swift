@@ -1,3 +1,4 @@
+internal import Logging
 internal import MultipeerIO
 
 // Invitations both ways: this side's (``InviterStateMachine`` for the invitation, the mesh for what it makes of the
@@ -17,8 +18,9 @@ extension Session {
             if case .outcome(let outcome) = decision { return outcome }
             return .refused(reason: "the invitation was not sent")
         }
-        Log.write(
-            .debug, "session", "inviting '\(peer.displayName)' at \(addresses.map { "\($0)" }.joined(separator: " "))")
+        logger.debug(
+            "inviting '\(peer.displayName)' at \(addresses.map { "\($0)" }.joined(separator: " "))",
+            metadata: peer.logMetadata)
         await network.beginOutgoing(from: identity.fingerprint, to: fp)
         let waiter = makeWaiter()
         let outcome = await runInvitation(
@@ -33,7 +35,7 @@ extension Session {
         } onCancel: {
             Task { await self.finishWaiter(waiter, .refused(reason: "the invitation was cancelled")) }
         }
-        Log.write(.info, "session", "invitation to '\(peer.displayName)': \(final)")
+        logger.info("invitation to '\(peer.displayName)': \(final)", metadata: peer.logMetadata)
         await network.endOutgoing(from: identity.fingerprint, to: fp)
         return final
     }

@@ -1,4 +1,5 @@
 internal import Foundation
+internal import Logging
 internal import MultipeerIO
 
 // Joins both ways (an introduction's, a reconnection's), and connections with connection data (Apple's
@@ -11,10 +12,11 @@ extension Session {
     /// Dials a member to join it, as the mesh asked.
     func startJoinDial(_ dial: MeshStateMachine.Dial) {
         let member = dial.member
-        Log.write(
-            .debug, "session",
-            "dialing '\(member.displayName)' at \(member.addresses.map { "\($0)" }.joined(separator: " ")) to join "
-                + (dial.isReconnection ? "(reconnection)" : "(introduced)"))
+        logger.debug(
+            """
+            dialing '\(member.displayName)' at \(member.addresses.map { "\($0)" }.joined(separator: " ")) to join \
+            \(dial.isReconnection ? "(reconnection)" : "(introduced)")
+            """, metadata: ["peer": "\(member.displayName)"])
         let connection = connection
         let loop = network.loop
         Task { [weak self] in

@@ -1,4 +1,5 @@
 public import Foundation
+internal import Logging
 internal import MultipeerIO
 internal import Synchronization
 
@@ -24,6 +25,8 @@ public actor Session {
     public nonisolated let configuration: SessionConfiguration
     /// The network the session uses.
     public nonisolated let network: PeerNetwork
+    /// The network's logger, for sessions.
+    nonisolated let logger: Logger
     /// Peer state changes and incoming streams, in order; ends when the session disconnects. At most
     /// ``SessionConfiguration/eventBufferLimit`` wait unread; later ones are dropped and counted in
     /// ``droppedEvents``.
@@ -83,6 +86,7 @@ public actor Session {
         localPeer = Peer(identity: .proven(identity.fingerprint), displayName: identity.displayName)
         self.configuration = configuration
         self.network = network
+        logger = network.configuration.logger.area(.session)
         connection = network.connectionConfiguration(
             identity: identity, encryption: configuration.encryption, groupSecret: configuration.groupSecret)
         (events, eventSink) = AsyncStream<SessionEvent>.makeStream(
@@ -97,7 +101,8 @@ public actor Session {
             local: identity.fingerprint, configuration: rules, sessionID: SecureRandom.bytes(SessionWire.idLength),
             secret: SecureRandom.bytes(SessionWire.secretLength))
         resources = ResourceCenter(
-            directory: configuration.resourceDirectory, maximumSize: configuration.maximumResourceSize)
+            directory: configuration.resourceDirectory, maximumSize: configuration.maximumResourceSize,
+            logger: network.configuration.logger.area(.resources))
         listenPort = try await network.listenPort(for: connection)
         let sink = eventSink
         resources.attach(
@@ -415,18 +420,19 @@ public actor Session {
                 return link.close("a second resume on one link")
             }
             link.startedConversation = true
-            Log.write(
-                .debug, "session",
-                "'\(link.peer.displayName)' resumes: it has our messages up to \(received), we have its up to "
-                    + "\(conversation.received)")
+            logger.debug(
+                """
+                '\(link.peer.displayName)' resumes: it has our messages up to \(received), we have its up to \
+                \(conversation.received)
+                """, metadata: link.peer.logMetadata)
             let resumed = conversation.resume(
                 epoch: epoch, knowsOurEpoch: peerEpoch == conversation.myEpoch, peerReceived: received,
                 generation: link.generation)
             if !resumed.lost.isEmpty {
                 let reason = SessionReason(.peerRestarted, "\(link.peer.displayName) restarted and lost them")
-                Log.write(
-                    .warning, "session",
-                    "'\(link.peer.displayName)': \(resumed.lost.count) messages undelivered: \(reason)")
+                logger.warning(
+                    "'\(link.peer.displayName)': \(resumed.lost.count) messages undelivered: \(reason)",
+                    metadata: link.peer.logMetadata)
                 _ = eventSink.yield(.undelivered(link.peer, resumed.lost, reason: reason))
             }
             startConversation(link, conversation)
@@ -463,7 +469,8 @@ public actor Session {
         }
         let lost = conversation.fail(SessionError(.notConnected, "\(peer.displayName): \(reason)"))
         if !lost.isEmpty {
-            Log.write(.warning, "session", "'\(peer.displayName)': \(lost.count) messages undelivered: \(reason)")
+            logger.warning(
+                "'\(peer.displayName)': \(lost.count) messages undelivered: \(reason)", metadata: peer.logMetadata)
             _ = eventSink.yield(.undelivered(peer, lost, reason: reason))
         }
     }
@@ -471,9 +478,9 @@ public actor Session {
     // MARK: Reports
 
     func report(_ peer: Peer, _ state: PeerState, _ reason: SessionReason) {
-        Log.write(
-            state == .reconnecting ? .warning : .info, "session",
-            "'\(peer.displayName)' \(peer.claimedFingerprint): \(state): \(reason)")
+        logger.log(
+            level: state == .reconnecting ? .warning : .info,
+            "'\(peer.displayName)' \(peer.claimedFingerprint): \(state): \(reason)", metadata: peer.logMetadata)
         if case .dropped = eventSink.yield(.peerChanged(peer, state, reason: reason)) { dropped.add() }
     }
 

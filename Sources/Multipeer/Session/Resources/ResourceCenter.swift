@@ -1,5 +1,6 @@
 internal import Foundation
 internal import Glibc
+internal import Logging
 internal import MultipeerIO
 internal import Synchronization
 
@@ -92,9 +93,13 @@ final class ResourceCenter: Sendable {
     let maximumSize: Int64
     private let state = Mutex(State())
 
-    init(directory: String, maximumSize: Int64) {
+    /// The session's logger, for resources.
+    let logger: Logger
+
+    init(directory: String, maximumSize: Int64, logger: Logger) {
         self.directory = directory
         self.maximumSize = maximumSize
+        self.logger = logger
     }
 
     func attach(_ hooks: Hooks) { state.withLock { $0.hooks = hooks } }
@@ -280,12 +285,13 @@ final class ResourceCenter: Sendable {
         let peerName = outgoing.transfer.peer.displayName
         switch result {
         case .success(let receipt):
-            Log.write(
-                .info, "resource",
-                "sent '\(outgoing.transfer.name)' to '\(peerName)': \(receipt.size) bytes, sha256 \(receipt.sha256)")
+            logger.info(
+                "sent '\(outgoing.transfer.name)' to '\(peerName)': \(receipt.size) bytes, sha256 \(receipt.sha256)",
+                metadata: outgoing.transfer.peer.logMetadata)
         case .failure(let error):
-            Log.write(
-                .warning, "resource", "sending '\(outgoing.transfer.name)' to '\(peerName)' failed: \(error.reason)")
+            logger.warning(
+                "sending '\(outgoing.transfer.name)' to '\(peerName)' failed: \(error.reason)",
+                metadata: outgoing.transfer.peer.logMetadata)
         }
         outgoing.transfer.complete(result)
     }
@@ -346,7 +352,7 @@ final class ResourceCenter: Sendable {
         progress.cancellationHandler = { [weak self] in
             self?.failIncoming(id, "cancelled by the receiver", tellSender: true)
         }
-        Log.write(.info, "resource", "receiving '\(name)' (\(size) bytes) from '\(peer.displayName)'")
+        logger.info("receiving '\(name)' (\(size) bytes) from '\(peer.displayName)'", metadata: peer.logMetadata)
         hooks.emit(.resourceStarted(resource))
         await sendControl(fp, .resourceResume(id: id, have: 0))
     }
@@ -492,12 +498,14 @@ final class ResourceCenter: Sendable {
         do {
             let path = try ResourceName.place(partial: incoming.partialPath, as: incoming.resource.name, in: directory)
             await sendControl(incoming.fingerprint, .resourceResult(id: incoming.id, ok: true, reason: ""))
-            Log.write(
-                .info, "resource",
-                "received '\(incoming.resource.name)' from '\(incoming.resource.peer.displayName)' as \(path)")
+            logger.info(
+                "received '\(incoming.resource.name)' from '\(incoming.resource.peer.displayName)' as \(path)",
+                metadata: incoming.resource.peer.logMetadata)
             hooks.emit(.resourceFinished(incoming.resource, .success(URL(fileURLWithPath: path))))
         } catch {
-            Log.write(.warning, "resource", "'\(incoming.resource.name)' could not be saved: \(error.reason)")
+            logger.warning(
+                "'\(incoming.resource.name)' could not be saved: \(error.reason)",
+                metadata: incoming.resource.peer.logMetadata)
             unlink(incoming.partialPath)
             await sendControl(incoming.fingerprint, .resourceResult(id: incoming.id, ok: false, reason: error.reason))
             hooks.emit(.resourceFinished(incoming.resource, .failure(error)))
@@ -533,7 +541,8 @@ final class ResourceCenter: Sendable {
         if tellSender {
             Task { await sendControl(incoming.fingerprint, .resourceResult(id: id, ok: false, reason: reason)) }
         }
-        Log.write(.warning, "resource", "receiving '\(incoming.resource.name)' failed: \(reason)")
+        logger.warning(
+            "receiving '\(incoming.resource.name)' failed: \(reason)", metadata: incoming.resource.peer.logMetadata)
         hooks?.emit(.resourceFinished(incoming.resource, .failure(SessionError(.cancelled, reason))))
     }
 
