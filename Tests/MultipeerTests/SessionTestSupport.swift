@@ -1,3 +1,4 @@
+import Logging
 import MultipeerIO
 import Synchronization
 import Testing
@@ -19,11 +20,12 @@ final class SessionNode: Sendable {
     init(
         _ name: String, configuration: SessionConfiguration = SessionConfiguration(),
         advertiserEncryption: EncryptionPreference? = nil, advertiserSecret: GroupSecret? = nil,
-        limits: PeerAdvertiser.Limits = PeerAdvertiser.Limits(), clock: (any IOClock)? = nil
+        limits: PeerAdvertiser.Limits = PeerAdvertiser.Limits(), clock: (any IOClock)? = nil, logger: Logger? = nil
     ) async throws {
         identity = try PeerIdentity.generate(displayName: name)
         let loop = try clock.map { try EventLoop(name: "test-\(name)", clock: $0) }
         var networkConfiguration = PeerNetwork.Configuration.loopback
+        if let logger { networkConfiguration.logger = logger }
         if clock != nil {
             // A manual clock jumps: keep keepalives from calling a connection silent across a jump.
             networkConfiguration.tuneConnections = {
