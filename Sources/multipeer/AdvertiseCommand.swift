@@ -7,8 +7,6 @@ import MulticastDNS
 /// With `--info-file`, the file's `KEY=VALUE` lines join the TXT record, and SIGHUP re-reads the file and
 /// announces the new record.
 struct AdvertiseCommand {
-    static let usage =
-        "multipeer advertise SERVICE --name NAME [--info KEY=VALUE]... [--info-file PATH] [--port PORT] \(DiscoveryOptions.usage)"
     static let summary = "advertise a service until interrupted; SIGINT/SIGTERM send goodbyes and exit 0"
 
     var serviceType: ServiceType
@@ -19,28 +17,26 @@ struct AdvertiseCommand {
     var port: UInt16
     var options: DiscoveryOptions
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        options = try DiscoveryOptions(parsing: &arguments)
-        guard let name = try arguments.value(of: "--name") else { throw UsageError("--name NAME is required") }
+    init(_ parsed: MultipeerTool.Advertise) throws(UsageError) {
+        options = try DiscoveryOptions(parsed.discovery)
+        guard let name = parsed.name else { throw UsageError("--name NAME is required") }
         self.name = name
         var entries: [TXTEntry] = []
-        for pair in try arguments.values(of: "--info") {
+        for pair in parsed.info {
             entries.append(try Self.entry(pair, source: "--info"))
         }
         fixedEntries = entries
-        infoFile = try arguments.value(of: "--info-file")
+        infoFile = parsed.infoFile
         do {
             txt = try Self.record(fixed: entries, file: infoFile)
             try InstanceName.validate(name)
         } catch {
             throw UsageError("\(error)")
         }
-        let portText = try arguments.value(of: "--port") ?? "49400"
+        let portText = parsed.port ?? "49400"
         guard let port = UInt16(portText) else { throw UsageError("--port wants 0-65535, not '\(portText)'") }
         self.port = port
-        serviceType = try DiscoveryOptions.serviceType(try arguments.positional("SERVICE"))
-        try arguments.finish()
+        serviceType = try DiscoveryOptions.serviceType(parsed.service)
     }
 
     static func entry(_ pair: String, source: String) throws(UsageError) -> TXTEntry {

@@ -6,8 +6,6 @@ internal import Synchronization
 
 /// `multipeer browse SERVICE [--json] [--timeout SECONDS] [--lost-timeout SECONDS] [--interface IFNAME]...`
 struct BrowseCommand {
-    static let usage =
-        "multipeer browse SERVICE [--json | --line] [--timeout SECONDS] [--lost-timeout SECONDS] \(DiscoveryOptions.usage)"
     static let summary =
         "found, updated and lost peers: a live table on a terminal, else one event per line; ends at the timeout"
 
@@ -17,20 +15,18 @@ struct BrowseCommand {
     var timeout: Duration?
     var options: DiscoveryOptions
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        options = try DiscoveryOptions(parsing: &arguments)
-        json = arguments.flag("--json")
-        line = arguments.flag("--line")
+    init(_ parsed: MultipeerTool.Browse) throws(UsageError) {
+        options = try DiscoveryOptions(parsed.discovery)
+        json = parsed.json
+        line = parsed.line
         if json && line { throw UsageError("--json and --line exclude each other") }
-        timeout = try arguments.value(of: "--timeout").map { text throws(UsageError) in
+        timeout = try parsed.timeout.map { text throws(UsageError) in
             try DiscoveryOptions.seconds(text, option: "--timeout")
         }
-        if let lost = try arguments.value(of: "--lost-timeout") {
+        if let lost = parsed.lostTimeout {
             options.configuration.browser.lostTimeout = try DiscoveryOptions.seconds(lost, option: "--lost-timeout")
         }
-        serviceType = try DiscoveryOptions.serviceType(try arguments.positional("SERVICE"))
-        try arguments.finish()
+        serviceType = try DiscoveryOptions.serviceType(parsed.service)
     }
 
     func run() async -> Int32 {

@@ -5,11 +5,8 @@ import MultipeerIO
 
 /// `multipeer chat SERVICE --name NAME ...`: on a terminal, a full-screen chat (nearby peers, members, messages,
 /// invitation prompts, an input line with history, file sending with progress); otherwise (or with `--line` or
-/// `--json`) a session driven line by line, one event per output line; see ``usage``.
+/// `--json`) a session driven line by line, one event per output line.
 struct ChatCommand: PeerCommand {
-    static let usage =
-        "multipeer chat SERVICE [--invite NAME]... [--accept all|none|ask] [--context TEXT] [--timeout SECONDS] "
-        + "[--max-peers N] [--dir DIR] [--line] [--json] \(ConnectionOptions.usage) \(DiscoveryOptions.usage)"
     static let summary = "join a session: invite, accept, send lines; events one per line (--json: as JSON)"
 
     enum AcceptPolicy: String { case all, none, ask }
@@ -26,31 +23,29 @@ struct ChatCommand: PeerCommand {
     var directory: String?
     var options: PeerOptions
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        options = try PeerOptions(parsing: &arguments)
-        invite = Set(try arguments.values(of: "--invite"))
-        let policy = try arguments.value(of: "--accept") ?? "ask"
-        guard let parsed = AcceptPolicy(rawValue: policy) else {
+    init(_ parsed: MultipeerTool.Chat) throws(UsageError) {
+        options = try PeerOptions(discovery: parsed.discovery, connection: parsed.connection)
+        invite = Set(parsed.invite)
+        let policy = parsed.accept ?? "ask"
+        guard let accepted = AcceptPolicy(rawValue: policy) else {
             throw UsageError("--accept wants all, none or ask, not '\(policy)'")
         }
-        accept = parsed
-        context = try arguments.value(of: "--context") ?? ""
+        accept = accepted
+        context = parsed.context ?? ""
         timeout =
-            try arguments.value(of: "--timeout").map { text throws(UsageError) in
+            try parsed.timeout.map { text throws(UsageError) in
                 try DiscoveryOptions.seconds(text, option: "--timeout")
             } ?? .seconds(30)
-        let maximum = try arguments.value(of: "--max-peers") ?? "64"
+        let maximum = parsed.maxPeers ?? "64"
         guard let value = Int(maximum), value >= 2 else {
             throw UsageError("--max-peers wants a number of peers (at least 2), not '\(maximum)'")
         }
         maximumPeers = value
-        json = arguments.flag("--json")
-        line = arguments.flag("--line")
-        directory = try arguments.value(of: "--dir")
-        serviceType = try arguments.positional("SERVICE")
+        json = parsed.json
+        line = parsed.line
+        directory = parsed.dir
+        serviceType = parsed.service
         _ = try DiscoveryOptions.serviceType(serviceType)
-        try arguments.finish()
     }
 
     func run() async -> Int32 {
@@ -96,9 +91,9 @@ struct PeerOptions {
     var discovery: DiscoveryOptions
     var connection: ConnectionConfiguration
 
-    init(parsing arguments: inout CommandLineArguments) throws(UsageError) {
-        discovery = try DiscoveryOptions(parsing: &arguments)
-        connection = try ConnectionOptions(parsing: &arguments, defaultName: ProcessInfo.processInfo.hostName)
+    init(discovery: DiscoveryArguments, connection: ConnectionArguments) throws(UsageError) {
+        self.discovery = try DiscoveryOptions(discovery)
+        self.connection = try ConnectionOptions(connection, defaultName: ProcessInfo.processInfo.hostName)
             .configuration
     }
 

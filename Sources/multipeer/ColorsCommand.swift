@@ -10,20 +10,17 @@ import Multipeer
 /// initial) pick a color, q quits. Otherwise, line mode: `color NAME` (or just `NAME`) in; out `color NAME from
 /// PEER`, `connected NAME`, `disconnected NAME: REASON`.
 struct ColorsCommand: PeerCommand {
-    static let usage = "multipeer colors SERVICE [--line] \(ConnectionOptions.usage) \(DiscoveryOptions.usage)"
     static let summary = "the connected-colors app: everyone joins one session; a color picked shows everywhere"
 
     var serviceType: String
     var line: Bool
     var options: PeerOptions
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        options = try PeerOptions(parsing: &arguments)
-        line = arguments.flag("--line")
-        serviceType = try arguments.positional("SERVICE")
+    init(_ parsed: MultipeerTool.Colors) throws(UsageError) {
+        options = try PeerOptions(discovery: parsed.discovery, connection: parsed.connection)
+        line = parsed.line
+        serviceType = parsed.service
         _ = try DiscoveryOptions.serviceType(serviceType)
-        try arguments.finish()
     }
 
     func run() async -> Int32 {

@@ -4,15 +4,12 @@ import MultipeerIO
 
 /// Options shared by `multipeer listen` and `multipeer connect`.
 struct ConnectionOptions {
-    static let usage =
-        "[--name NAME] [--identity FILE] [--encryption required|optional|none] [--secret-file FILE] "
-        + "[--silence-timeout SECONDS]"
 
     var configuration: ConnectionConfiguration
 
-    init(parsing arguments: inout CommandLineArguments, defaultName: String) throws(UsageError) {
-        let chosenName = try arguments.value(of: "--name")
-        let path = try arguments.value(of: "--identity") ?? Self.defaultIdentityPath
+    init(_ parsed: ConnectionArguments, defaultName: String) throws(UsageError) {
+        let chosenName = parsed.name
+        let path = parsed.identity ?? Self.defaultIdentityPath
         var identity: PeerIdentity
         do {
             // Made on first use (mode 0600), so a peer keeps its identity from run to run: the user's own file
@@ -36,13 +33,13 @@ struct ConnectionOptions {
         }
         configuration = ConnectionConfiguration(identity: identity)
         configuration.logger = ToolLog.logger
-        if let text = try arguments.value(of: "--encryption") {
+        if let text = parsed.encryption {
             guard let preference = EncryptionPreference.allCases.first(where: { $0.description == text }) else {
                 throw UsageError("--encryption wants required, optional or none, not '\(text)'")
             }
             configuration.encryption = preference
         }
-        if let path = try arguments.value(of: "--secret-file") {
+        if let path = parsed.secretFile {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw UsageError("cannot read --secret-file \(path)")
             }
@@ -52,7 +49,7 @@ struct ConnectionOptions {
                 throw UsageError("\(error.reason)")
             }
         }
-        if let text = try arguments.value(of: "--silence-timeout") {
+        if let text = parsed.silenceTimeout {
             guard let seconds = Double(text), seconds >= 0.3 else {
                 throw UsageError("--silence-timeout wants seconds (at least 0.3), not '\(text)'")
             }
@@ -115,20 +112,17 @@ struct ConnectionOptions {
 /// `multipeer listen [--address IP] [--port PORT] [options]`: accepts peers, prints them, echoes their
 /// messages back, until SIGINT/SIGTERM.
 struct ListenCommand {
-    static let usage = "multipeer listen [--address IP] [--port PORT] \(ConnectionOptions.usage)"
     static let summary = "accept peer connections and echo their messages (diagnostics)"
 
     var address: SocketAddress
     var options: ConnectionOptions
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        options = try ConnectionOptions(parsing: &arguments, defaultName: "listener")
-        let ip = try arguments.value(of: "--address") ?? "::"
-        let portText = try arguments.value(of: "--port") ?? "0"
+    init(_ parsed: MultipeerTool.Listen) throws(UsageError) {
+        options = try ConnectionOptions(parsed.connection, defaultName: "listener")
+        let ip = parsed.address ?? "::"
+        let portText = parsed.port ?? "0"
         guard let port = UInt16(portText) else { throw UsageError("--port wants 0-65535, not '\(portText)'") }
         address = try ConnectionOptions.address(ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)")
-        try arguments.finish()
     }
 
     func run() async throws -> Int32 {
@@ -171,8 +165,6 @@ struct ListenCommand {
 /// `multipeer connect HOST:PORT [--expect FINGERPRINT] [--send TEXT]... [options]`: connects, prints the
 /// peer and every message it sends, and exits when the connection ends, saying why and after how long.
 struct ConnectCommand {
-    static let usage =
-        "multipeer connect HOST:PORT [--expect FINGERPRINT] [--send TEXT]... [--repeat N] \(ConnectionOptions.usage)"
     static let summary = "connect to a peer, send messages, print replies and why the connection ended"
 
     var address: SocketAddress
@@ -183,24 +175,22 @@ struct ConnectCommand {
     var repetitions: Int?
     var options: ConnectionOptions
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        options = try ConnectionOptions(parsing: &arguments, defaultName: "dialer")
-        if let text = try arguments.value(of: "--expect") {
+    init(_ parsed: MultipeerTool.Connect) throws(UsageError) {
+        options = try ConnectionOptions(parsed.connection, defaultName: "dialer")
+        if let text = parsed.expect {
             guard let fingerprint = PeerFingerprint(text) else {
                 throw UsageError("--expect wants a fingerprint like abcd-efgh-..., not '\(text)'")
             }
             expected = fingerprint
         }
-        messages = try arguments.values(of: "--send")
-        if let text = try arguments.value(of: "--repeat") {
+        messages = parsed.send
+        if let text = parsed.repetitions {
             guard let count = Int(text), count >= 1 else {
                 throw UsageError("--repeat wants a count of at least 1, not '\(text)'")
             }
             repetitions = count
         }
-        address = try ConnectionOptions.address(try arguments.positional("HOST:PORT"))
-        try arguments.finish()
+        address = try ConnectionOptions.address(parsed.address)
     }
 
     func run() async throws -> Int32 {

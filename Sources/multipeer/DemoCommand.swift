@@ -16,19 +16,15 @@ internal import Synchronization
 /// status, Bob leaves and stops advertising. Every step is printed with its timing, then a summary. Nothing
 /// leaves the host.
 struct DemoCommand {
-    static let usage = "multipeer demo [--service SERVICE]"
     static let summary =
         "the whole model on loopback: discovery, invitations, codes, a mesh, messages, a color, a file, a departure"
 
     var serviceType: ServiceType
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
+    init(_ parsed: MultipeerTool.Demo) throws(UsageError) {
         // A service type of its own per run by default, so two demos on one machine never meet.
-        let service =
-            try arguments.value(of: "--service") ?? "mp-demo-\(String(UInt16.random(in: 0...UInt16.max), radix: 16))"
+        let service = parsed.service ?? "mp-demo-\(String(UInt16.random(in: 0...UInt16.max), radix: 16))"
         serviceType = try DiscoveryOptions.serviceType(service)
-        try arguments.finish()
     }
 
     /// One demo peer: its network, session and advertiser.

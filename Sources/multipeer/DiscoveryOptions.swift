@@ -5,15 +5,12 @@ import MulticastDNS
 struct DiscoveryOptions {
     var configuration = DiscoveryConfiguration()
 
-    static let usage = "[--interface IFNAME]... [--loopback] [--ipv4-only | --ipv6-only]"
-
-    init(parsing arguments: inout CommandLineArguments) throws(UsageError) {
-        let interfaces = try arguments.values(of: "--interface")
-        let loopback = arguments.flag("--loopback")
-        if loopback && !interfaces.isEmpty { throw UsageError("--loopback and --interface exclude each other") }
-        configuration.interfaces = loopback ? .loopbackOnly : interfaces.isEmpty ? .all : .named(interfaces)
-        if arguments.flag("--ipv4-only") { configuration.useIPv6 = false }
-        if arguments.flag("--ipv6-only") { configuration.useIPv4 = false }
+    init(_ parsed: DiscoveryArguments) throws(UsageError) {
+        let interfaces = parsed.interfaces
+        if parsed.loopback && !interfaces.isEmpty { throw UsageError("--loopback and --interface exclude each other") }
+        configuration.interfaces = parsed.loopback ? .loopbackOnly : interfaces.isEmpty ? .all : .named(interfaces)
+        if parsed.ipv4Only { configuration.useIPv6 = false }
+        if parsed.ipv6Only { configuration.useIPv4 = false }
         if !configuration.useIPv4 && !configuration.useIPv6 {
             throw UsageError("--ipv4-only and --ipv6-only exclude each other")
         }

@@ -9,13 +9,7 @@ internal import Synchronization
 /// SHA-256 both sides print, resumption after a dropped link, and a clean cancel on Ctrl-C.
 enum FilesCommand {
     static let defaultService = "mp-files"
-    static let sendUsage =
-        "multipeer send FILE --to NAME [--service SERVICE] [--timeout SECONDS] \(ConnectionOptions.usage) "
-        + DiscoveryOptions.usage
     static let sendSummary = "send a file (or an http(s) URL) to a peer, with progress and its SHA-256"
-    static let receiveUsage =
-        "multipeer receive [--dir DIR] [--yes] [--keep-going] [--service SERVICE] \(ConnectionOptions.usage) "
-        + DiscoveryOptions.usage
     static let receiveSummary = "receive files into a folder; asks once per new peer (or --yes)"
 }
 
@@ -91,19 +85,17 @@ struct SendCommand: PeerCommand {
     var timeout: Duration
     var options: PeerOptions
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        options = try PeerOptions(parsing: &arguments)
-        guard let to = try arguments.value(of: "--to") else { throw UsageError("--to NAME is required") }
+    init(_ parsed: MultipeerTool.Send) throws(UsageError) {
+        options = try PeerOptions(discovery: parsed.discovery, connection: parsed.connection)
+        guard let to = parsed.to else { throw UsageError("--to NAME is required") }
         peerName = to
-        service = try arguments.value(of: "--service") ?? FilesCommand.defaultService
+        service = parsed.service ?? FilesCommand.defaultService
         _ = try DiscoveryOptions.serviceType(service)
         timeout =
-            try arguments.value(of: "--timeout").map { text throws(UsageError) in
+            try parsed.timeout.map { text throws(UsageError) in
                 try DiscoveryOptions.seconds(text, option: "--timeout")
             } ?? .seconds(30)
-        file = try arguments.positional("FILE")
-        try arguments.finish()
+        file = parsed.file
     }
 
     func run() async -> Int32 {
@@ -205,15 +197,13 @@ struct ReceiveCommand: PeerCommand {
     var service: String
     var options: PeerOptions
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        options = try PeerOptions(parsing: &arguments)
-        directory = try arguments.value(of: "--dir") ?? FileManager.default.currentDirectoryPath
-        yes = arguments.flag("--yes")
-        keepGoing = arguments.flag("--keep-going")
-        service = try arguments.value(of: "--service") ?? FilesCommand.defaultService
+    init(_ parsed: MultipeerTool.Receive) throws(UsageError) {
+        options = try PeerOptions(discovery: parsed.discovery, connection: parsed.connection)
+        directory = parsed.dir ?? FileManager.default.currentDirectoryPath
+        yes = parsed.yes
+        keepGoing = parsed.keepGoing
+        service = parsed.service ?? FilesCommand.defaultService
         _ = try DiscoveryOptions.serviceType(service)
-        try arguments.finish()
     }
 
     func run() async -> Int32 {

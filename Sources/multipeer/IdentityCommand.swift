@@ -4,7 +4,6 @@ import Multipeer
 /// `multipeer identity [show|create|export FILE]`: the user's identity, which every command uses unless given
 /// `--identity FILE`.
 struct IdentityCommand {
-    static let usage = "multipeer identity [show | create [--name NAME] [--force] | export FILE] [--identity FILE]"
     static let summary = "show, create or export your identity (a key pair kept at mode 0600)"
 
     enum Action: Equatable {
@@ -16,20 +15,19 @@ struct IdentityCommand {
     var action: Action
     var path: String
 
-    init(arguments: [String]) throws(UsageError) {
-        var arguments = CommandLineArguments(arguments)
-        path = try arguments.value(of: "--identity") ?? ConnectionOptions.defaultIdentityPath
-        let name = try arguments.value(of: "--name")
-        let force = arguments.flag("--force")
-        let verb = arguments.optionalPositional() ?? "show"
+    init(_ parsed: MultipeerTool.Identity) throws(UsageError) {
+        path = parsed.identity ?? ConnectionOptions.defaultIdentityPath
+        let verb = parsed.action ?? "show"
         switch verb {
         case "show": action = .show
-        case "create": action = .create(name: name, force: force)
-        case "export": action = .export(try arguments.positional("FILE"))
+        case "create": action = .create(name: parsed.name, force: parsed.force)
+        case "export":
+            guard let file = parsed.file else { throw UsageError("missing FILE") }
+            action = .export(file)
         default: throw UsageError("unknown action '\(verb)': show, create or export")
         }
-        if name != nil, case .show = action { throw UsageError("--name goes with create") }
-        try arguments.finish()
+        if parsed.name != nil, case .show = action { throw UsageError("--name goes with create") }
+        if case .export = action {} else if let file = parsed.file { throw UsageError("unexpected argument '\(file)'") }
     }
 
     func run() -> Int32 {

@@ -2,9 +2,9 @@ import Foundation
 import TestIsolation
 import Testing
 
-/// `multipeer --help` and every subcommand's `--help` match the files in `Tests/Golden/help/` (regenerate them with
-/// `MULTIPEER_UPDATE_GOLDEN=1` after a deliberate change, and read the diff); a usage error prints the usage and
-/// exits 64.
+/// `multipeer --help` and every subcommand's `--help` (swift-argument-parser's, 100 columns wide) match the files in
+/// `Tests/Golden/help/` (regenerate them with `MULTIPEER_UPDATE_GOLDEN=1` after a deliberate change, and read the
+/// diff); a usage error prints the usage and exits 64; `--version` and the completion scripts work.
 @Suite(.tags(.needsCLI), .ownThread)  // each waits for a process
 struct HelpGoldenTests {
     static let commands = [
@@ -15,7 +15,9 @@ struct HelpGoldenTests {
     @Test(arguments: commands)
     func helpMatchesItsGoldenFile(command: String) throws {
         let binary = try MultipeerBinary.require()
-        let result = try Subprocess.run(binary, command == "multipeer" ? ["--help"] : [command, "--help"])
+        // The width is fixed: swift-argument-parser wraps help to the terminal's (COLUMNS, else 80).
+        let result = try Subprocess.run(
+            binary, command == "multipeer" ? ["--help"] : [command, "--help"], environment: ["COLUMNS": "100"])
         #expect(result.status == 0, "\(result.stderr)")
         let golden = Repository.root.appendingPathComponent("Tests/Golden/help/\(command).txt")
         if ProcessInfo.processInfo.environment["MULTIPEER_UPDATE_GOLDEN"] == "1" {
@@ -30,6 +32,44 @@ struct HelpGoldenTests {
         let binary = try MultipeerBinary.require()
         let result = try Subprocess.run(binary, [command, "--no-such-option", "x", "y", "z"])
         #expect(result.status == 64, "\(result.stderr)")
-        #expect(result.stderr.contains("usage: multipeer \(command)"), "\(result.stderr)")
+        #expect(result.stderr.contains("Usage: multipeer \(command)"), "\(result.stderr)")
+    }
+
+    @Test(arguments: [
+        ["chat", "svc", "--accept", "maybe"], ["advertise", "svc"], ["browse", "svc", "--json", "--line"],
+        ["chat", "svc", "--log-level", "loud"], ["connect", "nowhere"], ["identity", "export"],
+    ])
+    func aValueTheCommandRefusesIsAUsageErrorToo(arguments: [String]) throws {
+        // Checked when the command is made, with the message the tool always gave, and told as the parser tells
+        // its own errors.
+        let binary = try MultipeerBinary.require()
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("mp-usage-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let result = try Subprocess.run(binary, arguments, environment: ["XDG_DATA_HOME": home.path])
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("Error: "), "\(result.stderr)")
+        #expect(result.stderr.contains("Usage: multipeer \(arguments[0])"), "\(result.stderr)")
+    }
+
+    @Test func noCommandPrintsTheHelpAndExits64() throws {
+        let result = try Subprocess.run(try MultipeerBinary.require(), [])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("SUBCOMMANDS:") && result.stderr.contains("chat"), "\(result.stderr)")
+    }
+
+    @Test func versionIsPrinted() throws {
+        let result = try Subprocess.run(try MultipeerBinary.require(), ["--version"])
+        #expect(result.status == 0)
+        #expect(result.stdout.split(separator: ".").count == 3, "\(result.stdout)")
+    }
+
+    @Test(arguments: ["bash", "zsh", "fish"])
+    func completionScriptsNameEveryCommandAndOption(shell: String) throws {
+        let result = try Subprocess.run(try MultipeerBinary.require(), ["--generate-completion-script", shell])
+        #expect(result.status == 0, "\(result.stderr)")
+        // Options as the shells write them (fish: `-l log-level`).
+        for word in Self.commands.dropFirst() + ["log-level", "secret-file", "max-peers"] {
+            #expect(result.stdout.contains(word), "\(shell) completion lacks \(word)")
+        }
     }
 }

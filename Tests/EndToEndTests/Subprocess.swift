@@ -4,13 +4,17 @@ import TestIsolation
 /// Runs a short command in the test process's own namespace, for inspection only (`ip -o link`, `--help`):
 /// nothing that sends packets may run here, everything else goes through `NetLab.spawn`.
 enum Subprocess {
-    /// Runs `executable` to completion and returns its status and output.
-    static func run(_ executable: String, _ arguments: [String]) throws -> (
+    /// Runs `executable` to completion and returns its status and output; `environment` adds to (or replaces
+    /// entries of) the test process's environment.
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
