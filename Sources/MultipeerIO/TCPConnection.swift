@@ -1,3 +1,4 @@
+import DequeModule
 internal import Glibc
 
 /// A non-blocking TCP connection owned by an `EventLoop`, with a send buffer and read backpressure.
@@ -18,7 +19,7 @@ public final class TCPConnection: @unchecked Sendable {
     static let readChunkSize = EventLoop.readBufferSize
 
     /// Send-queue capacity (in queued chunks) kept after the queue drains; a larger queue's storage is released,
-    /// so a burst of many small writes does not leave an idle connection holding a large empty array.
+    /// so a burst of many small writes does not leave an idle connection holding a large empty deque.
     static let retainedSendQueueCapacity = 16
 
     /// Reads per readiness event before yielding to other sockets and timers (the socket stays readable, so
@@ -48,8 +49,11 @@ public final class TCPConnection: @unchecked Sendable {
     private var peerClosed = false
     private var shutdownWritePending = false
     private var writeShutDown = false
-    private var sendQueue: [[UInt8]] = []
-    private var sendQueueHead = 0
+    /// Chunks accepted and not yet handed to the kernel, oldest first; `sendOffset` bytes of the first are sent.
+    private var sendQueue: Deque<[UInt8]> = []
+    /// Whether `sendQueue` held more than ``retainedSendQueueCapacity`` chunks since it last drained: then its
+    /// storage is released when it drains (a `Deque` cannot say how large its storage is).
+    private var sendQueueGrewLarge = false
     private var sendOffset = 0
     private var lowWatermark = 0
     private var writabilityHandler: (() -> Void)?
@@ -186,8 +190,7 @@ public final class TCPConnection: @unchecked Sendable {
     public func write(_ bytes: [UInt8]) {
         checkLoop()
         guard isOpen, !writeShutDown, !shutdownWritePending, !bytes.isEmpty else { return }
-        sendQueue.append(bytes)
-        bufferedByteCount += bytes.count
+        enqueue(bytes)
         if interest.map({ $0 & LinuxConstants.epollOut == 0 }) ?? true {
             // Not waiting for writability: try now, report failures asynchronously so callers never re-enter.
             if let error = flush() {
@@ -247,8 +250,7 @@ public final class TCPConnection: @unchecked Sendable {
         }
         if tried {
             // The kernel just refused more (EAGAIN): wait for writability rather than trying again now.
-            sendQueue.append(rest)
-            bufferedByteCount += rest.count
+            enqueue(rest)
             if bufferedByteCount >= lowWatermark && writabilityHandler != nil { waitingForWritability = true }
             updateInterest()
         } else {
@@ -398,8 +400,8 @@ public final class TCPConnection: @unchecked Sendable {
         directFilled = nil
         onClose = nil
         writabilityHandler = nil
-        sendQueue.removeAll()
-        sendQueueHead = 0
+        sendQueue = []
+        sendQueueGrewLarge = false
         sendOffset = 0
         bufferedByteCount = 0
     }
@@ -433,10 +435,16 @@ public final class TCPConnection: @unchecked Sendable {
         }
     }
 
+    /// Adds `bytes` to the send queue (nothing is sent).
+    private func enqueue(_ bytes: [UInt8]) {
+        sendQueue.append(bytes)
+        if sendQueue.count > Self.retainedSendQueueCapacity { sendQueueGrewLarge = true }
+        bufferedByteCount += bytes.count
+    }
+
     /// Writes queued bytes until the queue is empty or the kernel pushes back; returns a fatal error if any.
     private func flush() -> SystemCallError? {
-        while sendQueueHead < sendQueue.count {
-            let chunk = sendQueue[sendQueueHead]
+        while let chunk = sendQueue.first {
             let sent = chunk.withUnsafeBytes { bytes in
                 Glibc.send(fd, bytes.baseAddress! + sendOffset, bytes.count - sendOffset, Int32(MSG_NOSIGNAL))
             }
@@ -449,20 +457,13 @@ public final class TCPConnection: @unchecked Sendable {
             bufferedByteCount -= sent
             sendOffset += sent
             if sendOffset == chunk.count {
-                sendQueueHead += 1
+                sendQueue.removeFirst()
                 sendOffset = 0
             }
         }
-        if sendQueueHead == sendQueue.count {
-            if sendQueue.capacity > Self.retainedSendQueueCapacity {
-                sendQueue = []
-            } else {
-                sendQueue.removeAll(keepingCapacity: true)
-            }
-            sendQueueHead = 0
-        } else if sendQueueHead > 64 && sendQueueHead * 2 > sendQueue.count {
-            sendQueue.removeFirst(sendQueueHead)
-            sendQueueHead = 0
+        if sendQueue.isEmpty && sendQueueGrewLarge {
+            sendQueue = []
+            sendQueueGrewLarge = false
         }
         if bufferedByteCount == 0 && shutdownWritePending {
             shutdownWritePending = false

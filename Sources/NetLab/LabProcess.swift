@@ -1,3 +1,4 @@
+import DequeModule
 import Dispatch
 import Foundation
 import Synchronization
@@ -26,11 +27,13 @@ public final class LabProcess: Sendable {
     public let commandLine: String
 
     private struct State {
-        var lines: [String] = []
+        /// The stdout lines kept, oldest first (a `Deque`: dropping the oldest once full moves no other line).
+        var lines: Deque<String> = []
         /// Index into `lines` of the next line ``readLine(timeout:)`` returns.
         var cursor = 0
         var partial: [UInt8] = []
-        var stderr: [UInt8] = []
+        /// The tail of stderr, at most ``LabProcess/maximumStderrBytes``.
+        var stderr: Deque<UInt8> = []
         var stdoutClosed = false
         var stderrClosed = false
         var exitStatus: Int32?
@@ -93,7 +96,7 @@ public final class LabProcess: Sendable {
     // MARK: Output
 
     /// Every stdout line kept so far (without line terminators), including those already read.
-    public var lines: [String] { state.withLock { $0.lines } }
+    public var lines: [String] { state.withLock { Array($0.lines) } }
 
     /// The stderr output kept so far.
     public var standardError: String { state.withLock { String(decoding: $0.stderr, as: UTF8.self) } }

@@ -33,19 +33,20 @@ struct ConnectionSharedTests {
         #expect(shared.takeTaken() == 1)
     }
 
-    @Test("a reader just keeping up with the queue keeps it compact")
-    func deliveredQueueCompactsAsItIsRead() async {
+    @Test("a reader just keeping up with a queue that never empties gets every message in order")
+    func deliveredQueueStaysInOrderAsItIsRead() async {
         let shared = makeShared()
-        // The writer always stays a little ahead: the queue is never empty, so it is never reset; it must still
-        // drop what was read.
-        shared.deliver(batch: (0..<10).map { [UInt8($0)] })
+        // The writer always stays a little ahead: the queue is never empty, and its front goes round its storage
+        // many times over.
+        shared.deliver(batch: (0..<10).map { [UInt8($0), 0] })
+        var outOfOrder = 0
         for round in 0..<20_000 {
-            shared.deliver(batch: [[UInt8(truncatingIfNeeded: round)]])
-            _ = await shared.nextMessage {}
+            shared.deliver(batch: [[UInt8(truncatingIfNeeded: round + 10), 0]])
+            if await shared.nextMessage(consumed: {}) != [UInt8(truncatingIfNeeded: round), 0] { outOfOrder += 1 }
         }
-        let storage = shared.state.withLock { $0.inbound.messages.count }
-        #expect(shared.unreadCount == 10)
-        #expect(storage <= 2 * 64 + 10, "\(storage) slots kept for 10 unread messages")
+        #expect(outOfOrder == 0)
+        #expect(shared.unreadCount == 10 && shared.unreadBytes == 20)
+        #expect(shared.takeTaken() == 20_000)
     }
 
     @Test("queued datagrams are bounded by their charge, however small they are")
@@ -70,7 +71,7 @@ struct ConnectionSharedTests {
             shared.giveBack(batch[1...])
         }
         let queuedDatagrams = shared.state.withLock { state in
-            state.inbound.messages[state.inbound.head...].filter { $0.first == 2 }.count
+            state.inbound.messages.filter { $0.bytes.first == 2 }.count
         }
         // The limit, plus what one batch given back may hold (64 messages, 64 KiB).
         let bound = limit / FlowController.messageCost(length: 1000) + 64
@@ -87,6 +88,28 @@ struct ConnectionSharedTests {
         _ = shared.takeOutbound(upTo: 10)
         shared.outboundSent(1200)
         #expect(throws: Never.self) { try shared.tryEnqueue(OutboundMessage([1])) }
+    }
+
+    @Test("a sender always ahead of the core keeps only what is not taken yet")
+    func outboundQueueKeepsOnlyWhatIsNotTaken() throws {
+        // Found while replacing the queues: the core takes at most its channel's room at a time, and the queue
+        // was reset only once the core had taken everything, so a sender always ahead of it kept every message it
+        // ever sent.
+        let shared = makeShared()
+        for _ in 0..<100 { _ = try shared.tryEnqueue(OutboundMessage([1])) }
+        var taken = 0
+        for _ in 0..<1_000 {
+            for _ in 0..<64 { _ = try shared.tryEnqueue(OutboundMessage([1])) }
+            let (messages, bytes) = shared.takeOutbound(upTo: 64)
+            shared.outboundSent(bytes)
+            taken += messages.count
+        }
+        #expect(taken == 64_000)
+        let (held, queued) = shared.state.withLock {
+            ($0.outbound.messages.count, $0.outbound.messages.count - $0.outbound.head)
+        }
+        #expect(queued == 100)
+        #expect(held <= 2 * (64 + 100), "\(held) messages held for \(queued) queued")
     }
 
     @Test("session messages wait in order, up to their bounds")
@@ -107,5 +130,23 @@ struct ConnectionSharedTests {
         var drained = 0
         while await shared.nextSessionMessage() != nil { drained += 1 }
         #expect(drained == ConnectionShared.SessionInbox.maximumCount)
+    }
+
+    @Test("a session reader staying one message behind keeps only that message")
+    func sessionQueueKeepsOnlyWhatIsUnread() async {
+        // Found by review: the session queue was reset only once it was empty, so a reader always one message
+        // behind kept every message ever delivered.
+        let shared = makeShared()
+        #expect(shared.deliverSession(SessionMessage(kind: 1, body: [0])))
+        var outOfOrder = 0
+        for round in 1...10_000 {
+            _ = shared.deliverSession(SessionMessage(kind: 1, body: [UInt8(truncatingIfNeeded: round)]))
+            let message = await shared.nextSessionMessage()
+            if message?.body != [UInt8(truncatingIfNeeded: round - 1)] { outOfOrder += 1 }
+        }
+        #expect(outOfOrder == 0)
+        let storage = shared.state.withLock { $0.session.messages.count }
+        #expect(storage == 1, "\(storage) slots kept for 1 unread message")
+        #expect(await shared.nextSessionMessage()?.body == [UInt8(truncatingIfNeeded: 10_000)])
     }
 }

@@ -363,18 +363,26 @@ struct FrameSchedulerTests {
         #expect(throws: FrameSchedulerError.channelNotWritable(0)) { try scheduler.enqueueData([0], channel: 0) }
     }
 
-    @Test("a control queue that never drains completely keeps bounded storage")
-    func controlStorage() throws {
+    @Test("a control queue that never drains completely keeps its order, its room and its limit")
+    func controlQueueThatNeverEmpties() throws {
         var flow = FlowController()
         var scheduler = FrameScheduler(limits: .init(maximumControlFrames: 8))
         try scheduler.enqueueControl(.ping(token: 0))
+        var outOfOrder = 0
         for token in UInt64(1)...10_000 {
+            // A frame queued for every one sent: the sent ones must not count against the limit.
             try scheduler.enqueueControl(.pong(token: token))
-            #expect(scheduler.next(flow: &flow) != nil)
-            #expect(scheduler.controlStorageCount <= 16)
+            let expected: Frame = token == 1 ? .ping(token: 0) : .pong(token: token - 1)
+            if scheduler.next(flow: &flow) != expected { outOfOrder += 1 }
         }
+        #expect(outOfOrder == 0)
         #expect(scheduler.queuedControlFrames == 1)
-        #expect(scheduler.next(flow: &flow) == .pong(token: 10_000))
+        // The limit still holds once the queue's front went round many times.
+        for token in UInt64(1)..<8 { try scheduler.enqueueControl(.ping(token: token)) }
+        #expect(throws: FrameSchedulerError.controlQueueFull(limit: 8)) {
+            try scheduler.enqueueControl(.ping(token: 8))
+        }
+        #expect(drain(&scheduler, &flow) == [.pong(token: 10_000)] + (1..<8).map { .ping(token: $0) })
     }
 
     @Test("a reset channel's queue is dropped and the others keep their turns")

@@ -137,6 +137,29 @@ struct ReliabilityStateMachineTests {
         #expect(fast.backlogEased && fast.hasRoom(for: 1))
     }
 
+    @Test func anAcknowledgementMovesTheWriterOnlyPastWhatThePeerHas() {
+        var sender = ReliabilityStateMachine(byteLimit: 1 << 20, epoch: 1)
+        _ = sender.resume(epoch: 2, knowsOurEpoch: false, peerReceived: 0, generation: sender.switchLink())
+        _ = Self.queued(&sender, 200)
+        for _ in 0..<100 { _ = sender.nextToWrite(generation: sender.generation) }
+        // The peer confirms some of what the writer wrote: the writer goes on where it was.
+        _ = sender.acknowledge(upTo: 50)
+        #expect(sender.pendingCount == 150 && sender.writerBacklog == 100)
+        guard case .write(let next) = sender.nextToWrite(generation: sender.generation) else {
+            Issue.record("nothing to write")
+            return
+        }
+        #expect(next.sequence == 101)
+        // It confirms more than this link wrote (it had them from an earlier link): the writer skips those.
+        _ = sender.acknowledge(upTo: 150)
+        #expect(sender.pendingCount == 50 && sender.writerBacklog == 50)
+        #expect(Self.written(&sender) == Array(151...200))
+        // Everything confirmed while the writer waits: the next message is written in place.
+        _ = sender.acknowledge(upTo: 200)
+        #expect(sender.pendingCount == 0 && sender.writerBacklog == 0)
+        #expect(sender.enqueue([1], receipt: false) == .queued(201, write: true))
+    }
+
     @Test func aMessageIsWrittenInPlaceOnlyWhenTheWriterWaitsAtIt() {
         var sender = ReliabilityStateMachine(byteLimit: 1 << 20, epoch: 1)
         _ = sender.resume(epoch: 2, knowsOurEpoch: false, peerReceived: 0, generation: sender.switchLink())

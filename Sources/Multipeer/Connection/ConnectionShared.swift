@@ -1,3 +1,4 @@
+import DequeModule
 internal import Synchronization
 
 /// The part of a connection that application tasks touch from any thread: the outbound queue that `send`
@@ -5,11 +6,18 @@ internal import Synchronization
 /// else belongs to the loop.
 final class ConnectionShared: Sendable {
     struct Outbound {
+        /// Messages accepted and not taken by the core; `messages[head...]` are still queued, and the taken ones
+        /// before them are dropped once they are half of the array.
+        ///
+        /// An array with a head index rather than a `Deque`: ``takeOutbound(upTo:)`` hands the core the array
+        /// itself when it takes everything queued (the common case), so no message is copied or retained again,
+        /// where a `Deque` would have to be copied into the array the core takes.
         var messages: [OutboundMessage] = []
         var head = 0
         var bytes = 0
         var kickScheduled = false
-        var senders: [(message: OutboundMessage, continuation: CheckedContinuation<Void, any Error>)] = []
+        /// Senders waiting for room, first come first served.
+        var senders: Deque<(message: OutboundMessage, continuation: CheckedContinuation<Void, any Error>)> = []
     }
 
     struct Inbound {
@@ -23,10 +31,11 @@ final class ConnectionShared: Sendable {
             case givenBack
         }
 
-        var messages: [[UInt8]] = []
-        /// What taking each entry of `messages` releases (see ``Entry``).
-        var entries: [Entry] = []
-        var head = 0
+        /// Messages delivered and not taken yet, oldest first, each with what taking it releases (see ``Entry``).
+        var messages: Deque<(bytes: [UInt8], entry: Entry)> = []
+        /// Whether `messages` held more than ``retainedCapacity`` entries since it was last empty: then its storage
+        /// is released when it empties (a `Deque` keeps its storage otherwise, and cannot say how large it is).
+        var grewLarge = false
         /// Bytes in `messages` not taken yet.
         var bytes = 0
         /// Datagrams queued, in bytes plus ``FlowController/messageOverhead`` each, bounded by the unreliable limit.
@@ -35,12 +44,16 @@ final class ConnectionShared: Sendable {
         var droppedDatagrams = 0
         /// Tasks waiting for a message, first come first served. Unsafe continuations (no checking cost per
         /// message): each is resumed exactly once, by the delivery that removes it or by `close`.
-        var readers: [UnsafeContinuation<[UInt8]?, Never>] = []
+        var readers: Deque<UnsafeContinuation<[UInt8]?, Never>> = []
         /// Credited messages taken since the last report to the loop, and their cost.
         var takenCount = 0
         var takenCost = 0
         /// The loop was asked to collect the report and has not yet.
         var reportScheduled = false
+
+        /// Entries whose storage `messages` keeps once it empties; a larger queue's is released, so a burst does
+        /// not leave an idle connection holding it.
+        static let retainedCapacity = 4096
     }
 
     /// Session-layer control messages received and not yet handled, bounded in number and size.
@@ -55,10 +68,11 @@ final class ConnectionShared: Sendable {
         /// 1 MiB: a small constant next to the connection's windows.
         static let maximumCharge = 1 << 20
 
-        var messages: [SessionMessage] = []
-        var head = 0
+        /// Messages not taken yet, oldest first.
+        var messages: Deque<SessionMessage> = []
         var charge = 0
-        var readers: [UnsafeContinuation<SessionMessage?, Never>] = []
+        /// Tasks waiting for a session message, first come first served.
+        var readers: Deque<UnsafeContinuation<SessionMessage?, Never>> = []
     }
 
     struct State {
@@ -184,6 +198,11 @@ final class ConnectionShared: Sendable {
                 if end == state.outbound.messages.count {
                     state.outbound.messages.removeAll(keepingCapacity: state.outbound.messages.count <= 4096)
                     state.outbound.head = 0
+                } else if end >= 64 && end * 2 >= state.outbound.messages.count {
+                    // Compacted as it is taken: the core takes at most its room at a time, so a sender always
+                    // ahead of it never lets the queue empty, and taken messages would otherwise be kept forever.
+                    state.outbound.messages.removeSubrange(0..<end)
+                    state.outbound.head = 0
                 }
             }
             return (messages, messages.reduce(0) { $0 + $1.count })
@@ -216,8 +235,7 @@ final class ConnectionShared: Sendable {
         let resumed = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
             state.outbound.bytes -= count
             var resumed: [CheckedContinuation<Void, any Error>] = []
-            while let first = state.outbound.senders.first, state.outbound.bytes < sendBufferLimit {
-                state.outbound.senders.removeFirst()
+            while state.outbound.bytes < sendBufferLimit, let first = state.outbound.senders.popFirst() {
                 state.outbound.messages.append(first.message)
                 state.outbound.bytes += first.message.count
                 resumed.append(first.continuation)
@@ -233,7 +251,7 @@ final class ConnectionShared: Sendable {
     /// queued datagrams' charge is over ``unreliableBufferLimit``, when it is dropped and counted.
     func deliverUnreliable(_ message: [UInt8]) {
         let reader = state.withLock { state -> UnsafeContinuation<[UInt8]?, Never>? in
-            if !state.inbound.readers.isEmpty { return state.inbound.readers.removeFirst() }
+            if let reader = state.inbound.readers.popFirst() { return reader }
             let charge = FlowController.messageCost(length: message.count)
             guard state.inbound.unreliableCharge + charge <= unreliableBufferLimit else {
                 state.inbound.droppedDatagrams += 1
@@ -271,8 +289,8 @@ final class ConnectionShared: Sendable {
     }
 
     private static func append(_ message: [UInt8], _ entry: Inbound.Entry, to inbound: inout Inbound) {
-        inbound.messages.append(message)
-        inbound.entries.append(entry)
+        inbound.messages.append((message, entry))
+        if inbound.messages.count > Inbound.retainedCapacity { inbound.grewLarge = true }
         inbound.bytes += message.count
     }
 
@@ -280,7 +298,7 @@ final class ConnectionShared: Sendable {
     var unreadBytes: Int { state.withLock { $0.inbound.bytes } }
 
     /// Messages delivered and not taken yet.
-    var unreadCount: Int { state.withLock { $0.inbound.messages.count - $0.inbound.head } }
+    var unreadCount: Int { state.withLock { $0.inbound.messages.count } }
 
     /// Datagrams dropped because the application did not read fast enough.
     var droppedDatagrams: Int { state.withLock { $0.inbound.droppedDatagrams } }
@@ -346,13 +364,9 @@ final class ConnectionShared: Sendable {
     func giveBack(_ messages: ArraySlice<[UInt8]>) {
         guard !messages.isEmpty else { return }
         let resumed = state.withLock { state -> [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] in
-            if state.inbound.head > 0 {
-                state.inbound.messages.removeSubrange(0..<state.inbound.head)
-                state.inbound.entries.removeSubrange(0..<state.inbound.head)
-                state.inbound.head = 0
-            }
-            state.inbound.messages.insert(contentsOf: messages, at: 0)
-            state.inbound.entries.insert(contentsOf: repeatElement(.givenBack, count: messages.count), at: 0)
+            let givenBack = messages.lazy.map { (bytes: $0, entry: Inbound.Entry.givenBack) }
+            state.inbound.messages.prepend(contentsOf: givenBack)
+            if state.inbound.messages.count > Inbound.retainedCapacity { state.inbound.grewLarge = true }
             for message in messages { state.inbound.bytes += message.count }
             // A reader waiting now found the queue empty: it gets the first of them.
             var resumed: [(UnsafeContinuation<[UInt8]?, Never>, [UInt8])] = []
@@ -381,10 +395,10 @@ final class ConnectionShared: Sendable {
 
     /// Takes the first queued message, counting its credit if it has some.
     private static func pop(_ inbound: inout Inbound) -> [UInt8]? {
-        guard inbound.head < inbound.messages.count else { return nil }
-        var message: [UInt8] = []
-        swap(&message, &inbound.messages[inbound.head])
-        switch inbound.entries[inbound.head] {
+        // Moved out of the deque, which keeps no read entries: a queue that never fully drains (a reader just
+        // keeping up) holds only what is unread.
+        guard let (message, entry) = inbound.messages.popFirst() else { return nil }
+        switch entry {
         case .credited:
             countTaken(message.count, &inbound)
         case .datagram:
@@ -392,19 +406,10 @@ final class ConnectionShared: Sendable {
         case .givenBack:
             break
         }
-        inbound.head += 1
         inbound.bytes -= message.count
-        // Compacted as it is read: a queue that never fully drains (a reader just keeping up) still stays within
-        // twice its unread entries.
-        if inbound.head == inbound.messages.count {
-            let keep = inbound.messages.count <= 4096
-            inbound.messages.removeAll(keepingCapacity: keep)
-            inbound.entries.removeAll(keepingCapacity: keep)
-            inbound.head = 0
-        } else if inbound.head >= 64 && inbound.head * 2 >= inbound.messages.count {
-            inbound.messages.removeSubrange(0..<inbound.head)
-            inbound.entries.removeSubrange(0..<inbound.head)
-            inbound.head = 0
+        if inbound.messages.isEmpty && inbound.grewLarge {
+            inbound.messages = []
+            inbound.grewLarge = false
         }
         return message
     }
@@ -427,9 +432,8 @@ final class ConnectionShared: Sendable {
     /// - Returns: False when the queue is over its bounds: the peer sends faster than they are handled.
     func deliverSession(_ message: SessionMessage) -> Bool {
         let result = state.withLock { state -> (UnsafeContinuation<SessionMessage?, Never>?, Bool) in
-            if !state.session.readers.isEmpty { return (state.session.readers.removeFirst(), true) }
-            let queued = state.session.messages.count - state.session.head
-            guard queued < SessionInbox.maximumCount,
+            if let reader = state.session.readers.popFirst() { return (reader, true) }
+            guard state.session.messages.count < SessionInbox.maximumCount,
                 state.session.charge + message.charge <= SessionInbox.maximumCharge
             else { return (nil, false) }
             state.session.messages.append(message)
@@ -444,14 +448,9 @@ final class ConnectionShared: Sendable {
     nonisolated(nonsending) func nextSessionMessage() async -> SessionMessage? {
         await withUnsafeContinuation { (continuation: UnsafeContinuation<SessionMessage?, Never>) in
             let ready = state.withLock { state -> SessionMessage?? in
-                if state.session.head < state.session.messages.count {
-                    let message = state.session.messages[state.session.head]
-                    state.session.head += 1
+                // Taken from the front of a deque: a reader that stays behind keeps only what it has not read.
+                if let message = state.session.messages.popFirst() {
                     state.session.charge -= message.charge
-                    if state.session.head == state.session.messages.count {
-                        state.session.messages.removeAll(keepingCapacity: true)
-                        state.session.head = 0
-                    }
                     return .some(message)
                 }
                 if state.closed != nil { return .some(nil) }

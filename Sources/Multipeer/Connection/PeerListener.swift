@@ -1,3 +1,4 @@
+import DequeModule
 public import MultipeerIO
 internal import Synchronization
 
@@ -109,7 +110,7 @@ final class ListenerState: @unchecked Sendable {
     /// Handshakes running per host address.
     private var handshakesPerHost: [HostKey: Int] = [:]
     /// When verifications were abandoned within the last minute, oldest first (at most the limit are kept).
-    private var abandonedVerifications: [IOInstant] = []
+    private var abandonedVerifications: Deque<IOInstant> = []
 
     init(
         loop: EventLoop, configuration: ConnectionConfiguration, contexts: TLSContexts,

@@ -1,3 +1,5 @@
+import DequeModule
+import OrderedCollections
 internal import Synchronization
 
 /// The session's received messages: one queue for every member's link, bounded in messages and bytes. A
@@ -17,40 +19,48 @@ final class SessionInbox: Sendable {
     /// how far past the inbox's limits one iterator can hold messages.
     static let batchLimit = 64
 
+    /// Entries whose storage the queue keeps once it empties; a larger queue's is released, so a burst does not
+    /// leave an idle session holding it.
+    static let retainedCapacity = 4096
+
     private struct State {
-        var queue: [Entry] = []
-        var head = 0
+        /// Messages not taken yet, oldest first.
+        var queue: Deque<Entry> = []
+        /// Whether `queue` held more than ``SessionInbox/retainedCapacity`` entries since it was last empty: then
+        /// its storage is released when it empties (a `Deque` keeps its storage otherwise, and cannot say how large
+        /// it is).
+        var grewLarge = false
         var bytes = 0
         var finished = false
-        var consumers: [Int: CheckedContinuation<[Entry], Never>] = [:]
-        var consumerOrder: [Int] = []
+        /// Readers waiting for messages, by id, in the order they started waiting (a cancelled one is removed).
+        var consumers: OrderedDictionary<Int, CheckedContinuation<[Entry], Never>> = [:]
         var nextConsumer = 0
         var producers: [CheckedContinuation<Void, Never>] = []
 
-        var count: Int { queue.count - head }
+        var count: Int { queue.count }
+
+        mutating func append(_ entry: Entry) {
+            queue.append(entry)
+            bytes += entry.message.bytes.count
+            if queue.count > SessionInbox.retainedCapacity { grewLarge = true }
+        }
 
         mutating func take(upTo limit: Int) -> [Entry] {
             let taken = min(limit, count)
             guard taken > 0 else { return [] }
-            let batch = Array(queue[head..<head + taken])
-            head += taken
+            let batch = Array(queue.prefix(taken))
+            queue.removeFirst(taken)
             for entry in batch { bytes -= entry.message.bytes.count }
-            if head == queue.count {
-                queue.removeAll(keepingCapacity: queue.count <= 4096)
-                head = 0
-            } else if head > 64, head * 2 > queue.count {
-                queue.removeFirst(head)
-                head = 0
+            if queue.isEmpty && grewLarge {
+                queue = []
+                grewLarge = false
             }
             return batch
         }
 
+        /// The reader that has waited longest, no longer waiting.
         mutating func firstConsumer() -> CheckedContinuation<[Entry], Never>? {
-            while let id = consumerOrder.first {
-                consumerOrder.removeFirst()
-                if let consumer = consumers.removeValue(forKey: id) { return consumer }
-            }
-            return nil
+            consumers.isEmpty ? nil : consumers.removeFirst().value
         }
     }
 
@@ -62,6 +72,9 @@ final class SessionInbox: Sendable {
         self.messageLimit = messageLimit
         self.byteLimit = byteLimit
     }
+
+    /// Readers waiting for messages now (for tests).
+    var waitingReaders: Int { state.withLock { $0.consumers.count } }
 
     /// Adds messages in order, as many at a time as there is room for (a waiting reader gets them all at once),
     /// waiting while the queue is full; drops them if the inbox is finished.
@@ -80,8 +93,7 @@ final class SessionInbox: Sendable {
                     state.count == 0
                         || (state.count < messageLimit && state.bytes + entry.message.bytes.count <= byteLimit)
                 {
-                    state.queue.append(entry)
-                    state.bytes += entry.message.bytes.count
+                    state.append(entry)
                     rest = rest.dropFirst()
                     added = true
                 }
@@ -131,7 +143,6 @@ final class SessionInbox: Sendable {
                     }
                     if state.finished || Task.isCancelled { return ([], []) }
                     state.consumers[id] = continuation
-                    state.consumerOrder.append(id)
                     return (nil, [])
                 }
                 for producer in wake { producer.resume() }
@@ -148,7 +159,8 @@ final class SessionInbox: Sendable {
         guard !entries.isEmpty else { return }
         let consumer = state.withLock { state -> CheckedContinuation<[Entry], Never>? in
             if let consumer = state.firstConsumer() { return consumer }
-            state.queue.replaceSubrange(state.head..<state.head, with: entries)
+            state.queue.prepend(contentsOf: entries)
+            if state.queue.count > SessionInbox.retainedCapacity { state.grewLarge = true }
             for entry in entries { state.bytes += entry.message.bytes.count }
             return nil
         }
@@ -161,7 +173,6 @@ final class SessionInbox: Sendable {
             state.finished = true
             defer {
                 state.consumers = [:]
-                state.consumerOrder = []
                 state.producers = []
             }
             return (Array(state.consumers.values), state.producers)

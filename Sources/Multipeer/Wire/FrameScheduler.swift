@@ -1,3 +1,5 @@
+import DequeModule
+
 /// Chooses the next frame to send on a connection: a pure state machine, driven by the connection owner
 /// whenever the socket can take more bytes.
 ///
@@ -86,48 +88,43 @@ package struct FrameScheduler: Sendable {
         }
     }
 
-    /// A channel's queued items, first in first out, taken from the front without moving the rest.
+    /// A channel's queued items, first in first out (a `Deque`: taken from the front without moving the rest).
     private struct ItemQueue: Sendable {
-        private var items: [Item] = []
-        private var head = 0
+        private var items: Deque<Item> = []
 
-        var count: Int { items.count - head }
-        var isEmpty: Bool { head == items.count }
-        var first: Item? { head < items.count ? items[head] : nil }
+        var count: Int { items.count }
+        var isEmpty: Bool { items.isEmpty }
 
-        /// Whether the first item is a message of at most `limit` bytes (read in place, without copying it).
-        func headIsMessage(atMost limit: Int) -> Bool {
-            guard head < items.count, case .message = items[head].kind else { return false }
-            return items[head].length <= limit
+        /// Whether the first item is a message of at most `limit` bytes. Mutating only to read the item in place:
+        /// `Deque`'s getter copies an element, which would retain the caller's array.
+        mutating func headIsMessage(atMost limit: Int) -> Bool {
+            guard !items.isEmpty else { return false }
+            return Self.isMessage(&items[0], atMost: limit)
+        }
+
+        private static func isMessage(_ item: inout Item, atMost limit: Int) -> Bool {
+            guard case .message = item.kind else { return false }
+            return item.length <= limit
         }
         /// Data bytes queued and not sent yet.
-        var unsentBytes: Int { items[head...].reduce(0) { $0 + $1.length - $1.sent } }
+        var unsentBytes: Int { items.reduce(0) { $0 + $1.length - $1.sent } }
 
         mutating func append(_ item: Item) { items.append(item) }
 
-        mutating func replaceFirst(_ item: Item) { items[head] = item }
+        mutating func replaceFirst(_ item: Item) { items[0] = item }
 
         /// Moves the first item out (its slot keeps an empty placeholder until ``removeFirst()`` or
         /// ``replaceFirst(_:)``): no reference count changes, which matter when the caller's array is shared
         /// with the sending thread.
         mutating func takeFirst() -> Item? {
-            guard head < items.count else { return nil }
+            guard !items.isEmpty else { return nil }
             var taken = Item(kind: .data, bytes: [])
-            swap(&taken, &items[head])
+            swap(&taken, &items[0])
             return taken
         }
 
-        mutating func removeFirst() {
-            items[head] = Item(kind: .data, bytes: [])  // lets the caller's bytes go now
-            head += 1
-            if head == items.count {
-                items.removeAll(keepingCapacity: items.count <= 64)
-                head = 0
-            } else if head >= 64 && head * 2 >= items.count {
-                items.removeSubrange(0..<head)  // moves at most as many items as were sent since
-                head = 0
-            }
-        }
+        /// Drops the first item's slot (after ``takeFirst()`` moved it out).
+        mutating func removeFirst() { items.removeFirst() }
     }
 
     /// Bytes of a first message fragment's payload before its data: id and total length.
@@ -137,8 +134,8 @@ package struct FrameScheduler: Sendable {
 
     /// The bounds in force.
     package let limits: Limits
-    private var control: [Frame] = []
-    private var controlHead = 0
+    /// Control frames waiting, first in first out.
+    private var control: Deque<Frame> = []
     private var queues: [UInt32: ItemQueue] = [:]
     private var closing: Set<UInt32> = []
     private var nextMessageID: [UInt32: UInt32] = [:]
@@ -157,9 +154,7 @@ package struct FrameScheduler: Sendable {
     }
 
     /// The number of control frames waiting.
-    package var queuedControlFrames: Int { control.count - controlHead }
-    /// The control frames held, sent ones included (for tests of the storage bound).
-    var controlStorageCount: Int { control.count }
+    package var queuedControlFrames: Int { control.count }
     /// The channels with queued work, in the order they will next be served.
     package var activeChannels: [UInt32] { Array(ring[cursor...] + ring[..<cursor]) }
 
@@ -182,12 +177,8 @@ package struct FrameScheduler: Sendable {
         guard queuedControlFrames < limits.maximumControlFrames else {
             throw .controlQueueFull(limit: limits.maximumControlFrames)
         }
-        // Sent frames are dropped once they are half the storage, so a queue that never fully drains (a
-        // frame queued for every one sent) still stays within twice its limit.
-        if controlHead > 0 && controlHead >= control.count / 2 {
-            control.removeSubrange(0..<controlHead)
-            controlHead = 0
-        }
+        // A deque keeps no sent frame: a queue that never fully drains (a frame queued for every one sent) holds
+        // at most its limit.
         control.append(frame)
     }
 
@@ -392,15 +383,7 @@ package struct FrameScheduler: Sendable {
     }
 
     private mutating func nextPiece(flow: inout FlowController) -> Piece? {
-        if controlHead < control.count {
-            let frame = control[controlHead]
-            controlHead += 1
-            if controlHead == control.count {
-                control.removeAll(keepingCapacity: true)
-                controlHead = 0
-            }
-            return .frame(frame)
-        }
+        if let frame = control.popFirst() { return .frame(frame) }
         for smallOnly in [true, false] {
             for step in 0..<ring.count {
                 let index = (cursor + step) % ring.count
@@ -431,7 +414,7 @@ package struct FrameScheduler: Sendable {
         queues[channel, default: ItemQueue()].append(item)
     }
 
-    private func headIsSmallMessage(_ channel: UInt32) -> Bool {
+    private mutating func headIsSmallMessage(_ channel: UInt32) -> Bool {
         queues[channel]?.headIsMessage(atMost: limits.smallMessageLength) ?? false
     }
 

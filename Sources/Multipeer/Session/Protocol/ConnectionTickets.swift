@@ -1,3 +1,5 @@
+import OrderedCollections
+
 /// The connection tickets a session issued (``Session/connectionData(for:)``): each for one peer, good once,
 /// withdrawn when the peer becomes a member, when the application cancels, or when too many are out.
 struct ConnectionTickets {
@@ -5,17 +7,15 @@ struct ConnectionTickets {
     /// cannot make the session hold more).
     static let limit = 64
 
-    private var owners: [[UInt8]: PeerFingerprint] = [:]
-    private var order: [[UInt8]] = []
+    /// The tickets held and whom each was issued for, oldest first.
+    private var owners: OrderedDictionary<[UInt8], PeerFingerprint> = [:]
 
     var isEmpty: Bool { owners.isEmpty }
 
     /// Records a new ticket for `peer`, forgetting the oldest beyond the limit.
     mutating func issue(_ ticket: [UInt8], for peer: PeerFingerprint) {
-        order.removeAll { owners[$0] == nil }
-        while order.count >= Self.limit { owners[order.removeFirst()] = nil }
+        while owners.count >= Self.limit { owners.removeFirst() }
         owners[ticket] = peer
-        order.append(ticket)
     }
 
     /// Whom the ticket was issued for, if it is held.
@@ -26,7 +26,6 @@ struct ConnectionTickets {
 
     /// Withdraws every ticket issued for `peer`.
     mutating func withdraw(for peer: PeerFingerprint) {
-        guard owners.values.contains(peer) else { return }
-        owners = owners.filter { $0.value != peer }
+        owners.removeAll { $0.value == peer }
     }
 }

@@ -1,3 +1,5 @@
+import DequeModule
+
 /// The rules of one conversation between two members (`docs/PROTOCOL.md` section 4.5): numbering reliable
 /// messages, keeping them until the peer acknowledges them, where to start writing on a new link, the epochs
 /// that tell a new incarnation of the peer from the same one come back, receiving in order exactly once, and the
@@ -116,11 +118,11 @@ struct ReliabilityStateMachine {
     private(set) var peerEpoch: UInt64 = 0
     /// The number the next message gets.
     private(set) var nextSequence: UInt64 = 1
-    private var outbox: [Entry] = []
-    private var head = 0
+    /// Messages sent and not acknowledged, oldest first (the replay buffer).
+    private var outbox: Deque<Entry> = []
     private var outboxBytes = 0
-    /// Index into the outbox of the next entry to write on the current link; nil until the peer's `resume` on it
-    /// said where to start.
+    /// Position in the outbox (counted from its oldest entry) of the next entry to write on the current link; nil
+    /// until the peer's `resume` on it said where to start.
     private(set) var writeIndex: Int?
     /// Whether the current link's writer waits for an entry (then a new one can be written in place).
     private(set) var writerIdle = false
@@ -135,7 +137,8 @@ struct ReliabilityStateMachine {
     private var flushArmed = false
     /// Messages read from a link (by generation) and not yet in the inbox.
     private var inFlight: [Int: Int] = [:]
-    private var recentReceipts: [UInt64] = []
+    /// Receipts given recently, oldest first, at most ``Limits/recentReceipts``.
+    private var recentReceipts: Deque<UInt64> = []
     private var expecting: Set<UInt64> = []
     private var early: Set<UInt64> = []
 
@@ -147,7 +150,7 @@ struct ReliabilityStateMachine {
     /// The last number received in order from the peer.
     var received: UInt64 { nextExpected - 1 }
     /// Messages sent and not yet acknowledged.
-    var pendingCount: Int { outbox.count - head }
+    var pendingCount: Int { outbox.count }
     /// Messages waiting for the current link's writer (none while there is no link: then only the replay buffer
     /// bounds what senders queue).
     var writerBacklog: Int { writeIndex.map { outbox.count - $0 } ?? 0 }
@@ -183,7 +186,7 @@ struct ReliabilityStateMachine {
     /// The entry just queued with `write: true` could not be written in place (the connection's buffer is full):
     /// the writer takes it over.
     mutating func handToWriter() -> Entry? {
-        guard let index = writeIndex, index > head else { return nil }
+        guard let index = writeIndex, index > 0 else { return nil }
         writerIdle = false
         return outbox[index - 1]
     }
@@ -244,9 +247,8 @@ struct ReliabilityStateMachine {
         var resumed = Resumed()
         if peerEpoch != epoch {
             if peerEpoch != 0 {
-                resumed.lost = outbox[head...].map(\.sequence)
+                resumed.lost = outbox.map(\.sequence)
                 outbox = []
-                head = 0
                 outboxBytes = 0
                 nextSequence = 1
                 resumed.newIncarnation = true
@@ -261,9 +263,9 @@ struct ReliabilityStateMachine {
             recentReceipts = []
         } else {
             if knowsOurEpoch { drop(upTo: peerReceived) }
-            resumed.receipts = recentReceipts
+            resumed.receipts = Array(recentReceipts)
         }
-        writeIndex = head
+        writeIndex = 0
         writerIdle = false
         return resumed
     }
@@ -276,15 +278,11 @@ struct ReliabilityStateMachine {
     }
 
     private mutating func drop(upTo sequence: UInt64) {
-        while head < outbox.count, outbox[head].sequence <= sequence {
-            outboxBytes -= outbox[head].data.count
-            head += 1
-            if let index = writeIndex { writeIndex = max(index, head) }
-        }
-        if head > 64, head * 2 > outbox.count {
-            outbox.removeFirst(head)
-            if let index = writeIndex { writeIndex = index - head }
-            head = 0
+        while let first = outbox.first, first.sequence <= sequence {
+            outboxBytes -= first.data.count
+            outbox.removeFirst()
+            // Positions count from the oldest entry: the writer's moves down with it, and never before it.
+            if let index = writeIndex { writeIndex = max(index - 1, 0) }
         }
     }
 
@@ -302,9 +300,8 @@ struct ReliabilityStateMachine {
     mutating func fail(_ error: SessionError) -> [UInt64] {
         guard failure == nil else { return [] }
         failure = error
-        let lost = outbox[head...].map(\.sequence)
+        let lost = outbox.map(\.sequence)
         outbox = []
-        head = 0
         outboxBytes = 0
         writeIndex = nil
         writerIdle = false
@@ -377,9 +374,7 @@ struct ReliabilityStateMachine {
     mutating func taken(_ sequence: UInt64, epoch: UInt64) -> Bool {
         guard failure == nil, epoch == peerEpoch else { return false }
         recentReceipts.append(sequence)
-        if recentReceipts.count > Limits.recentReceipts {
-            recentReceipts.removeFirst(recentReceipts.count - Limits.recentReceipts)
-        }
+        if recentReceipts.count > Limits.recentReceipts { recentReceipts.removeFirst() }
         return writeIndex != nil
     }
 
