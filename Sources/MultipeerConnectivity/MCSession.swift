@@ -1,5 +1,6 @@
 public import Foundation
 internal import Multipeer
+internal import OrderedCollections
 internal import Synchronization
 
 /// What a session tells its application, on a private serial queue (Apple's `MCSessionDelegate`).
@@ -101,7 +102,8 @@ open class MCSession: NSObject, @unchecked Sendable {
         /// The state last reported to the delegate per peer, and by which native session (Apple has no
         /// `reconnecting`: a peer being reconnected stays connected).
         var reported: [PeerFingerprint: (state: MCSessionState, generation: Int)] = [:]
-        var reasons: [PeerFingerprint: MCDisconnectReason] = [:]
+        /// Why each peer last went `.notConnected`, oldest first: beyond 1,024 the oldest is forgotten.
+        var reasons: OrderedDictionary<PeerFingerprint, MCDisconnectReason> = [:]
         /// The one `MCPeerID` of each peer in the session, given in every call about it.
         var peerIDs: [PeerFingerprint: MCPeerID] = [:]
         /// The message reader, waiting for a peer's state to reach the delegate before its data (with a number,
@@ -330,7 +332,8 @@ open class MCSession: NSObject, @unchecked Sendable {
                 if mapped == .notConnected {
                     state.peerIDs[fp] = nil
                     state.connected[fp] = nil
-                    if state.reasons.count >= 1_024, let any = state.reasons.keys.first { state.reasons[any] = nil }
+                    state.reasons.removeValue(forKey: fp)
+                    if state.reasons.count >= 1_024 { state.reasons.removeFirst() }
                     state.reasons[fp] = why
                 } else {
                     state.peerIDs[fp] = peerID

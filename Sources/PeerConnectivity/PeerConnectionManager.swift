@@ -2,6 +2,7 @@ public import Foundation
 internal import Logging
 internal import MulticastDNS
 public import MultipeerConnectivity
+internal import OrderedCollections
 internal import Synchronization
 
 /// The PeerConnectivity library's manager (rchatham/PeerConnectivity) on this project's `MultipeerConnectivity`
@@ -57,7 +58,7 @@ public class PeerConnectionManager: @unchecked Sendable {
     /// The peers connected now.
     public var connectedPeers: [Peer] { session.connectedPeers.map { Peer(peerID: $0, status: .connected) } }
     /// The nearby peers found and not lost.
-    public var foundPeers: [Peer] { state.withLock { $0.found } }
+    public var foundPeers: [Peer] { state.withLock { Array($0.found) } }
     /// The service type.
     public var peerServiceType: ServiceType { serviceType }
     /// The Multipeer Connectivity session (always available here).
@@ -75,7 +76,8 @@ public class PeerConnectionManager: @unchecked Sendable {
     private let state = Mutex(State())
 
     private struct State {
-        var found: [Peer] = []
+        /// Found and not lost, in the order found.
+        var found: OrderedSet<Peer> = []
         var listeners: [String: Listener] = [:]
         var running: (browsing: Bool, advertising: Bool) = (false, false)
         /// The mode of the last start, which `refresh()` starts again.
@@ -436,9 +438,8 @@ public class PeerConnectionManager: @unchecked Sendable {
         let peer = Peer(peerID: peerID, status: .notConnected)
         let list = state.withLock { state -> [Peer]? in
             // A report still on its way when browsing stopped does not count.
-            guard state.running.browsing, !state.found.contains(peer) else { return nil }
-            state.found.append(peer)
-            return state.found
+            guard state.running.browsing, state.found.append(peer).inserted else { return nil }
+            return Array(state.found)
         }
         guard let list else { return }
         emit(.foundPeer(peer: peer))
@@ -452,9 +453,8 @@ public class PeerConnectionManager: @unchecked Sendable {
     func lost(_ peerID: MCPeerID) {
         let peer = Peer(peerID: peerID, status: .notConnected)
         let list = state.withLock { state -> [Peer]? in
-            guard let index = state.found.firstIndex(of: peer) else { return nil }
-            state.found.remove(at: index)
-            return state.found
+            guard state.found.remove(peer) != nil else { return nil }
+            return Array(state.found)
         }
         guard let list else { return }
         emit(.lostPeer(peer: peer))

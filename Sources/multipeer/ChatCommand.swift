@@ -2,6 +2,7 @@ internal import Foundation
 import MulticastDNS
 import Multipeer
 import MultipeerIO
+import OrderedCollections
 
 /// `multipeer chat SERVICE --name NAME ...`: on a terminal, a full-screen chat (nearby peers, members, messages,
 /// invitation prompts, an input line with history, file sending with progress); otherwise (or with `--line` or
@@ -202,7 +203,9 @@ actor Chat {
     let timeout: Duration
     private var found: [String: Peer] = [:]
     private var connected: [String: Peer] = [:]
-    private var pending: [String: Invitation] = [:]
+    /// Invitations waiting for an answer, by inviter, oldest first (the prompt asks about the first); a newer one
+    /// from the same inviter replaces it and goes last.
+    private var pending: OrderedDictionary<String, Invitation> = [:]
     private var tasks: [Task<Void, Never>] = []
     /// Set once leaving: discovery and invitation outcomes no longer matter.
     private var leaving = false
@@ -213,8 +216,6 @@ actor Chat {
     /// How far the message pane is scrolled back, in rows.
     private var scroll = 0
     private var pane = MessagePane()
-    /// Invitations waiting for an answer, oldest first (the prompt asks about the first).
-    private var promptOrder: [String] = []
     /// Peers this side is inviting now.
     private var inviting: Set<String> = []
     /// The verification code of each member's link, by name.
@@ -362,10 +363,8 @@ actor Chat {
             guard pending[name] != nil || pending.count < Self.pendingLimit else {
                 return invitation.decline(reason: "too many invitations are waiting for an answer here")
             }
-            pending[name]?.decline(reason: "a newer invitation replaced this one")
+            pending.removeValue(forKey: name)?.decline(reason: "a newer invitation replaced this one")
             pending[name] = invitation
-            promptOrder.removeAll { $0 == name }
-            promptOrder.append(name)
             redraw()
         }
     }
@@ -465,7 +464,6 @@ actor Chat {
     }
 
     private func acceptPending(_ name: String) async {
-        promptOrder.removeAll { $0 == name }
         guard let invitation = pending.removeValue(forKey: name) else {
             return complain("no invitation from '\(name)' is pending")
         }
@@ -477,7 +475,6 @@ actor Chat {
     }
 
     private func declinePending(_ name: String, reason: String) {
-        promptOrder.removeAll { $0 == name }
         guard let invitation = pending.removeValue(forKey: name) else {
             return complain("no invitation from '\(name)' is pending")
         }
@@ -562,7 +559,7 @@ actor Chat {
     /// prompt), Ctrl-D on an empty line quits.
     func key(_ key: Key) async -> InputStep {
         if key == .control(4), editor.text.isEmpty { return .quit }
-        if editor.text.isEmpty { answerable = promptOrder.first }
+        if editor.text.isEmpty { answerable = pending.keys.first }
         if key == .pageUp || key == .pageDown {
             let step = max(1, (screen?.size.rows ?? 24) / 2)
             scroll = key == .pageUp ? min(scroll + step, MessagePane.lineLimit * 8) : max(0, scroll - step)
@@ -575,7 +572,7 @@ actor Chat {
         }
         scroll = 0
         let step: InputStep
-        if let name = promptOrder.first, name == answerable, !line.hasPrefix("/") {
+        if let name = pending.keys.first, name == answerable, !line.hasPrefix("/") {
             step = await answer(name, line)
         } else {
             step = await handle(line)
@@ -601,7 +598,6 @@ actor Chat {
     /// Forgets invitations that ended without an answer (withdrawn, timed out).
     private func dropClosedInvitations() {
         pending = pending.filter { $0.value.isOpen }
-        promptOrder.removeAll { pending[$0] == nil }
     }
 
     func redraw() {
@@ -628,7 +624,7 @@ actor Chat {
         }
         var prompt: String?
         var inputPrompt = "> "
-        if let name = promptOrder.first, let invitation = pending[name] {
+        if let (name, invitation) = pending.elements.first {
             // The code first, and the inviter's message on one line after it: a message cannot push the real code
             // off the screen or show a code of its own in its place.
             let context = Output.escaped(String(decoding: invitation.context, as: UTF8.self))
