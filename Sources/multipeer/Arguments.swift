@@ -1,5 +1,6 @@
 import ArgumentParser
 internal import Foundation
+import Logging
 import MultipeerIO
 
 // What each subcommand takes, declared for swift-argument-parser: it parses, writes `--help`, usage errors (exit
@@ -58,13 +59,24 @@ struct LogArguments: ParsableArguments {
             valueName: "LEVEL"))
     var level: String?
 
-    /// Gives the library the logger the level asks for (none: what `MULTIPEER_LOG` says).
+    /// Bootstraps swift-log's `LoggingSystem` with ``LineLogHandler`` lines on stderr at the level asked for (or
+    /// the environment's `MULTIPEER_LOG`; nothing for `off`) and gives the library a logger of it.
     func apply() throws(UsageError) {
-        guard let level else { return }
-        guard let parsed = LogLevel(name: level) else {
-            throw UsageError("--log-level wants off, error, warning, info, debug or trace, not '\(level)'")
+        var chosen = MultipeerLogging.environmentLevel
+        if let level {
+            guard let parsed = LogLevel(name: level) else {
+                throw UsageError("--log-level wants off, error, warning, info, debug or trace, not '\(level)'")
+            }
+            chosen = parsed
         }
-        ToolLog.logger = MultipeerLogging.lines(parsed)
+        let logLevel = chosen.loggerLevel
+        LoggingSystem.bootstrap { label in
+            guard let logLevel else { return SwiftLogNoOpLogHandler() }
+            var handler = LineLogHandler(label: label)
+            handler.logLevel = logLevel
+            return handler
+        }
+        ToolLog.logger = Logger(label: MultipeerLogging.label)
     }
 }
 
