@@ -46,7 +46,7 @@ extension MCNearbyServiceBrowserDelegate {
 func report(_ line: String, level: Logger.Level = .warning, peer: MCPeerID? = nil) {
     MCNetwork.logger.log(
         level: level, "\(line)",
-        metadata: peer.map { ["peer": "\($0.displayName)", "fingerprint": "\($0.fingerprint)"] })
+        metadata: peer.map { .peer($0.displayName, fingerprint: $0.fingerprint) })
 }
 
 /// Checks a service type by Apple's (RFC 6335) rules, stopping with the rule broken as Apple raises.
@@ -351,7 +351,8 @@ open class MCAdvertiserAssistant: NSObject, @unchecked Sendable, MCNearbyService
     private let handler = Mutex<Boxed<@Sendable (MCPeerID, Data?) -> Bool>>(
         Boxed({ peerID, _ in
             report(
-                "MCAdvertiserAssistant: accepting the invitation from \(peerID.displayName)", level: .info, peer: peerID)
+                "MCAdvertiserAssistant: accepting the invitation from \(peerID.displayName)", level: .info,
+                peer: peerID)
             return true
         }))
     private let advertiser: MCNearbyServiceAdvertiser

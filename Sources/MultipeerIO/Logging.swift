@@ -83,6 +83,13 @@ extension Logger {
     }
 }
 
+extension Logger.Metadata {
+    /// What the library's log says of a peer beside a message: its name (`peer`) and its fingerprint.
+    public static func peer(_ name: String, fingerprint: some CustomStringConvertible) -> Logger.Metadata {
+        ["peer": "\(name)", "fingerprint": "\(fingerprint)"]
+    }
+}
+
 /// Where the library's log goes when the application does not say.
 ///
 /// The library never bootstraps swift-log's `LoggingSystem` (that is the application's choice) and never writes on

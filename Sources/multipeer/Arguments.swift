@@ -100,9 +100,25 @@ func runCommand(_ command: any ParsableCommand.Type, _ body: () async throws -> 
     if status != 0 { throw ExitCode(status) }
 }
 
+/// A command that takes `--log-level`: the level is applied, then the command made and run (``runCommand(_:_:)``).
+protocol LoggingCommand: AsyncParsableCommand {
+    var log: LogArguments { get }
+    /// Makes the command from the parsed arguments and runs it; returns its exit status.
+    func start() async throws -> Int32
+}
+
+extension LoggingCommand {
+    func run() async throws {
+        try await runCommand(Self.self) {
+            try log.apply()
+            return try await start()
+        }
+    }
+}
+
 extension MultipeerTool {
     /// `multipeer demo`.
-    struct Demo: AsyncParsableCommand {
+    struct Demo: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: DemoCommand.summary)
         @Option(
             help: ArgumentHelp(
@@ -110,16 +126,11 @@ extension MultipeerTool {
         var service: String?
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await DemoCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await DemoCommand(self).run() }
     }
 
     /// `multipeer advertise`.
-    struct Advertise: AsyncParsableCommand {
+    struct Advertise: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: AdvertiseCommand.summary)
         @Argument(help: "The service type, such as chat (for _chat._tcp).")
         var service: String
@@ -136,16 +147,11 @@ extension MultipeerTool {
         @OptionGroup var discovery: DiscoveryArguments
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await AdvertiseCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await AdvertiseCommand(self).run() }
     }
 
     /// `multipeer browse`.
-    struct Browse: AsyncParsableCommand {
+    struct Browse: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: BrowseCommand.summary)
         @Argument(help: "The service type, such as chat (for _chat._tcp).")
         var service: String
@@ -162,16 +168,11 @@ extension MultipeerTool {
         @OptionGroup var discovery: DiscoveryArguments
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await BrowseCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await BrowseCommand(self).run() }
     }
 
     /// `multipeer listen`.
-    struct Listen: AsyncParsableCommand {
+    struct Listen: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: ListenCommand.summary)
         @Option(help: ArgumentHelp("The address to listen on (default ::).", valueName: "IP"))
         var address: String?
@@ -180,16 +181,11 @@ extension MultipeerTool {
         @OptionGroup var connection: ConnectionArguments
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await ListenCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await ListenCommand(self).run() }
     }
 
     /// `multipeer connect`.
-    struct Connect: AsyncParsableCommand {
+    struct Connect: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: ConnectCommand.summary)
         @Argument(help: ArgumentHelp("The listener's address.", valueName: "HOST:PORT"))
         var address: String
@@ -202,16 +198,11 @@ extension MultipeerTool {
         @OptionGroup var connection: ConnectionArguments
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await ConnectCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await ConnectCommand(self).run() }
     }
 
     /// `multipeer chat`.
-    struct Chat: AsyncParsableCommand {
+    struct Chat: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: ChatCommand.summary)
         @Argument(help: "The service type, such as chat (for _chat._tcp).")
         var service: String
@@ -237,16 +228,11 @@ extension MultipeerTool {
         @OptionGroup var discovery: DiscoveryArguments
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await ChatCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await ChatCommand(self).run() }
     }
 
     /// `multipeer colors`.
-    struct Colors: AsyncParsableCommand {
+    struct Colors: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: ColorsCommand.summary)
         @Argument(help: "The service type, such as colors (for _colors._tcp).")
         var service: String
@@ -256,16 +242,11 @@ extension MultipeerTool {
         @OptionGroup var discovery: DiscoveryArguments
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await ColorsCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await ColorsCommand(self).run() }
     }
 
     /// `multipeer send`.
-    struct Send: AsyncParsableCommand {
+    struct Send: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: FilesCommand.sendSummary)
         @Argument(help: ArgumentHelp("The file, or an http(s) URL to fetch and send.", valueName: "FILE"))
         var file: String
@@ -279,16 +260,11 @@ extension MultipeerTool {
         @OptionGroup var discovery: DiscoveryArguments
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await SendCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await SendCommand(self).run() }
     }
 
     /// `multipeer receive`.
-    struct Receive: AsyncParsableCommand {
+    struct Receive: LoggingCommand {
         static let configuration = CommandConfiguration(abstract: FilesCommand.receiveSummary)
         @Option(help: ArgumentHelp("Where files go (default: the current folder).", valueName: "DIR"))
         var dir: String?
@@ -302,12 +278,7 @@ extension MultipeerTool {
         @OptionGroup var discovery: DiscoveryArguments
         @OptionGroup var log: LogArguments
 
-        func run() async throws {
-            try await runCommand(Self.self) {
-                try log.apply()
-                return try await ReceiveCommand(self).run()
-            }
-        }
+        func start() async throws -> Int32 { try await ReceiveCommand(self).run() }
     }
 
     /// `multipeer identity`.

@@ -27,7 +27,7 @@ struct IdentityCommand {
         default: throw UsageError("unknown action '\(verb)': show, create or export")
         }
         if parsed.name != nil, case .show = action { throw UsageError("--name goes with create") }
-        if case .export = action {} else if let file = parsed.file { throw UsageError("unexpected argument '\(file)'") }
+        if let file = parsed.file, verb != "export" { throw UsageError("unexpected argument '\(file)'") }
     }
 
     func run() -> Int32 {

@@ -60,11 +60,6 @@ final class ConnectionDriver: @unchecked Sendable {
     /// The configuration's logger, for connections.
     private let logger: Logger
 
-    /// What the log says of a peer beside the message: its name and the fingerprint it claims.
-    private static func metadata(of peer: ConnectedPeer) -> Logger.Metadata {
-        ["peer": "\(peer.displayName)", "fingerprint": "\(peer.claimedFingerprint)"]
-    }
-
     init(
         loop: EventLoop, core: ConnectionCore, socket: TCPConnection, datagramEndpoint: DatagramEndpoint? = nil,
         ownsDatagramEndpoint: Bool = false
@@ -228,7 +223,7 @@ final class ConnectionDriver: @unchecked Sendable {
                     """
                     \(remoteDescription): connected to '\(peer.displayName)' \(peer.claimedFingerprint) \
                     (\(peer.isAuthenticated ? "identity proven" : "identity claimed"), \(peer.protection))
-                    """, metadata: Self.metadata(of: peer))
+                    """, metadata: peer.logMetadata)
                 core.releaseIdleBuffers()  // the handshake's
                 startDatagrams()
                 onSetup?(.success(peer))
@@ -280,7 +275,7 @@ final class ConnectionDriver: @unchecked Sendable {
                 }
                 logger.log(
                     level: orderly ? .info : .warning, "\(remoteDescription): closed: \(error.reason)",
-                    metadata: core.peer.map(Self.metadata(of:)))
+                    metadata: core.peer?.logMetadata)
                 closeError = error
                 onSetup?(.failure(error))
                 onSetup = nil
