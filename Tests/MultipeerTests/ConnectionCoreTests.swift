@@ -365,20 +365,29 @@ struct ConnectionCoreTests {
         var configuration = TestPeers.configuration(TestPeers.bob)
         configuration.connectionWindow = 64 << 20
         configuration.maximumMessageLength = 16 << 20
-        let acceptor = ConnectionCore(
+        var acceptor: ConnectionCore? = ConnectionCore(
             role: .acceptor, configuration: configuration, expectedPeer: nil, now: IOInstant(nanoseconds: 0),
             makeTLS: CorePair.noTLS)
-        let hostile = HostileMessageSender(acceptor: acceptor)
-        let heapBefore = HeapUsage.bytes
-        hostile.run(messages: 64, length: 16 << 20)
-        let heapGrowth = HeapUsage.bytes - heapBefore
-        #expect(acceptor.phase == .established, "the hostile peer obeyed flow control: no reason to close")
-        #expect(hostile.startedMessages >= 2 && hostile.startedMessages < 64)
-        #expect(hostile.sentBytes > 32 << 20)
+        var hostile: HostileMessageSender? = HostileMessageSender(acceptor: acceptor!)
+        hostile!.run(messages: 64, length: 16 << 20)
+        #expect(acceptor!.phase == .established, "the hostile peer obeyed flow control: no reason to close")
+        #expect(hostile!.startedMessages >= 2 && hostile!.startedMessages < 64)
+        #expect(hostile!.sentBytes > 32 << 20)
         // What the acceptor holds for it: within its connection window (plus a small constant for the queues).
-        #expect(acceptor.receiveHeldBytes <= configuration.connectionWindow)
-        // The heap agrees (loosely: other tests run in this process at the same time).
-        #expect(heapGrowth < configuration.connectionWindow + (48 << 20), "heap grew \(heapGrowth) bytes")
+        let accounted = acceptor!.receiveHeldBytes
+        #expect(accounted <= configuration.connectionWindow)
+        #expect(accounted > 32 << 20)
+        // The heap agrees: what the acceptor really holds is what the heap gives back when it goes, measured over
+        // the instant of its release. (Measured from before the run instead, a CI run saw 144 MB: other tests in
+        // this process allocate meanwhile, and the run takes seconds under load.)
+        weak let released = acceptor
+        let heapHolding = HeapUsage.bytes
+        hostile = nil
+        acceptor = nil
+        let heapHeld = heapHolding - HeapUsage.bytes
+        #expect(released == nil, "the acceptor was freed, so the heap's drop is what it held")
+        #expect(heapHeld >= accounted / 2, "the heap gave back \(heapHeld) bytes; the acceptor counted \(accounted)")
+        #expect(heapHeld < configuration.connectionWindow + (16 << 20), "the acceptor held \(heapHeld) bytes")
     }
 
     @Test func aStreamsFirstBufferIsSizedByWhatArrives() throws {
