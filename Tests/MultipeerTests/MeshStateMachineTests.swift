@@ -383,6 +383,27 @@ struct MeshStateMachineTests {
             alice.reports.last?.hasPrefix("Carol notConnected: refused: the peer says it is already connected") == true)
     }
 
+    @Test func aMemberThatLeavesWhileOurCrossingInvitationRunsIsReportedAsLeft() {
+        // Seen in a CI run of `colors`: Stay's invitation to Go was under way when Go's own made them members; Go
+        // pressed Ctrl-C, said `leave`, and its disconnecting session refused Stay's invitation. Stay reported Go
+        // `notConnected: refused: the session was disconnected`, the invitation's words, instead of `left`.
+        var alice = Side(rank: 1)
+        alice.step { m, now in m.inviteRequested(Self.bob, contextLength: 0, now: now).1 }
+        let crossing = alice.link(Self.bob, dialer: false)
+        alice.step { m, now in m.admit(crossing, .weAccept(invitationID: [2]), now: now).1 }
+        #expect(alice.reports.last == "Bob connected: accepted an invitation")
+        alice.step { m, _ in m.left(crossing.token, reason: .left("left")) }
+        alice.step { m, _ in
+            m.inviteFinished(
+                Self.bob.claimedFingerprint, .refused(reason: "the session was disconnected"), waiter: 7)
+        }
+        #expect(alice.reports.last == "Bob notConnected: left")
+        // The departure explains that one report only: a later invitation reports its own outcome.
+        alice.step { m, now in m.inviteRequested(Self.bob, contextLength: 0, now: now).1 }
+        alice.step { m, _ in m.inviteFinished(Self.bob.claimedFingerprint, .declined(reason: "busy"), waiter: 8) }
+        #expect(alice.reports.last == "Bob notConnected: declined: busy")
+    }
+
     @Test func aFullSessionRefusesAtOnceAndSaysSo() {
         var alice = Side(rank: 1, maximumPeers: 2)
         _ = alice.member(Self.bob)

@@ -174,6 +174,10 @@ struct MeshStateMachine {
         var alreadyConnected: Set<Int> = []
         /// The pending retry timer of a reconnection.
         var retryTimer: Int?
+        /// Why the member departed, while an invitation of ours to it that was under way then still runs: when
+        /// that invitation fails, the peer is reported `notConnected` for this reason (it left; a refusal from
+        /// its disconnecting session only echoes that).
+        var departure: SessionReason?
 
         init(peer: Peer) { self.peer = peer }
 
@@ -798,6 +802,7 @@ struct MeshStateMachine {
             entry.lastAddress = nil
             entry.introduction = nil
             entry.retryTimer = nil
+            entry.departure = entry.attempts.isEmpty ? nil : reason
         }
         actions += introducerGone(fp)
         return actions
@@ -1214,6 +1219,8 @@ struct MeshStateMachine {
         if let member = entry.member { entry.peer = member.facts.peer }
         let now = entry.state
         if now != entry.reported, !(now == nil && entry.reported == nil) {
+            var reason = reason
+            if now == nil, let departure = entry.departure, case .invitationFailed = reason.code { reason = departure }
             actions.append(.report(entry.peer, now ?? .notConnected, reason))
             if now == .connected {
                 entry.failure = nil
@@ -1221,6 +1228,8 @@ struct MeshStateMachine {
             }
             entry.reported = now
         }
+        // Kept only while the invitation that outlived the membership runs (the peer shows `connecting`).
+        if now != .connecting { entry.departure = nil }
         entries[fp] = entry
         forgetIfIdle(fp)
         return actions
