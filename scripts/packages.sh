@@ -3,9 +3,10 @@
 
 # What each package is for: building (OpenSSL 3 headers found through pkg-config), the namespace lab (`ip`,
 # `sysctl` in scripts/netlab.sh), peers we did not write (python-zeroconf, avahi-daemon, avahi-browse and a
-# private dbus-daemon), and the iperf3 baseline of `multipeer-bench`.
+# private dbus-daemon), the iperf3 baseline of `multipeer-bench`, and the servers of wide-area discovery and
+# relaying (Knot DNS with its kdig and knsupdate, coturn, iptables for the routed lab's firewall and NAT).
 build_packages=(libssl-dev pkg-config)
-test_packages=(iproute2 procps python3-zeroconf avahi-daemon avahi-utils dbus iperf3 tmux)
+test_packages=(iproute2 procps python3-zeroconf avahi-daemon avahi-utils dbus iperf3 tmux knot knot-dnsutils coturn iptables)
 
 # Prints the packages of the arguments that are not installed ("ii" in dpkg's database: a package removed
 # with its configuration files kept is still known to dpkg, but not installed).

@@ -31,6 +31,11 @@ public struct DNSLimits: Sendable, Hashable {
     /// The limits for multicast DNS: 9000 bytes, 512 entries, 32 pointers per name, 256 TXT strings.
     public static let mdns = DNSLimits()
 
+    /// The limits for unicast DNS (wide-area DNS-SD): messages up to 65,535 bytes, the most a TCP reply can
+    /// carry (RFC 1035 section 4.2.2), and 4096 entries, enough for a PTR answer that fills such a reply with
+    /// compressed records (about 16 bytes each for a short instance name).
+    public static let unicast = DNSLimits(maximumMessageSize: 65_535, maximumRecordCount: 4096)
+
     /// Creates limits; every default is the ``mdns`` value.
     /// - Parameters:
     ///   - maximumMessageSize: The largest message in bytes.

@@ -28,6 +28,20 @@ public struct DNSMessageDecoder: Sendable {
         var reader = DNSReader(bytes: bytes, limits: limits)
         return try reader.readMessage()
     }
+
+    /// Decodes a message as ``decode(_:)`` does, and says where its last record begins: a transaction signature
+    /// (RFC 8945) covers the bytes before it.
+    /// - Parameter bytes: The message.
+    /// - Returns: The message, and the offset of its last record (nil when it has none).
+    /// - Throws: ``DNSDecodingError`` as ``decode(_:)``.
+    package func decodeLocatingLastRecord(_ bytes: [UInt8]) throws(DNSDecodingError) -> (DNSMessage, Int?) {
+        guard bytes.count <= limits.maximumMessageSize else {
+            throw .messageTooLarge(size: bytes.count, limit: limits.maximumMessageSize)
+        }
+        var reader = DNSReader(bytes: bytes, limits: limits)
+        let message = try reader.readMessage()
+        return (message, reader.lastRecordStart)
+    }
 }
 
 /// A cursor over one received message. `end` is where sequential reads must stop: the message end, or the
@@ -37,6 +51,8 @@ struct DNSReader {
     let limits: DNSLimits
     var offset = 0
     var end: Int
+    /// Where the record read last began.
+    var lastRecordStart: Int?
 
     init(bytes: [UInt8], limits: DNSLimits) {
         self.bytes = bytes
@@ -171,6 +187,7 @@ struct DNSReader {
     }
 
     mutating func readRecord() throws(DNSDecodingError) -> DNSResourceRecord {
+        lastRecordStart = offset
         let name = try readName()
         let type = DNSRecordType(rawValue: try readUInt16())
         let recordClass = try readUInt16()

@@ -31,7 +31,7 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Creates a name from labels that the caller has already checked.
-    init(uncheckedLabels: [String]) {
+    package init(uncheckedLabels: [String]) {
         labels = uncheckedLabels
     }
 
@@ -62,6 +62,22 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
 
     /// The name in wire form length: one length byte per label plus its bytes, plus the root byte.
     public var wireLength: Int { labels.reduce(1) { $0 + 1 + $1.utf8.count } }
+
+    /// The name in wire form, uncompressed: each label's length and bytes, then the root byte.
+    package var wire: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(wireLength)
+        for label in labels {
+            bytes.append(UInt8(truncatingIfNeeded: label.utf8.count))
+            bytes.append(contentsOf: label.utf8)
+        }
+        bytes.append(0)
+        return bytes
+    }
+
+    /// The canonical wire form (RFC 4034 section 6.2): uncompressed, ASCII letters lowercased. Transaction
+    /// signatures (RFC 8945) cover key and algorithm names in this form.
+    package var canonicalWire: [UInt8] { wire.map(DNSName.asciiLower) }
 
     /// A new name with `label` prepended.
     /// - Throws: ``DNSNameError`` if the result breaks a length limit.

@@ -9,6 +9,8 @@ public struct DNSRecordType: RawRepresentable, Hashable, Sendable, Comparable, C
 
     /// An IPv4 address (RFC 1035).
     public static let a = DNSRecordType(rawValue: 1)
+    /// The start of a zone of authority (RFC 1035): unicast DNS finds a name's zone by asking for it.
+    public static let soa = DNSRecordType(rawValue: 6)
     /// A pointer to another name (RFC 1035).
     public static let ptr = DNSRecordType(rawValue: 12)
     /// Character strings (RFC 1035, RFC 6763 section 6).
@@ -17,14 +19,21 @@ public struct DNSRecordType: RawRepresentable, Hashable, Sendable, Comparable, C
     public static let aaaa = DNSRecordType(rawValue: 28)
     /// Service location (RFC 2782).
     public static let srv = DNSRecordType(rawValue: 33)
+    /// The EDNS(0) pseudo-record (RFC 6891): a unicast query's larger UDP payload size.
+    public static let opt = DNSRecordType(rawValue: 41)
     /// Which types exist for a name (RFC 4034; RFC 6762 section 6.1).
     public static let nsec = DNSRecordType(rawValue: 47)
+    /// A transaction signature (RFC 8945): the last record of a signed message.
+    public static let tsig = DNSRecordType(rawValue: 250)
     /// Only valid in questions: matches every type.
     public static let any = DNSRecordType(rawValue: 255)
 
     public var description: String {
         switch self {
         case .a: "A"
+        case .soa: "SOA"
+        case .opt: "OPT"
+        case .tsig: "TSIG"
         case .ptr: "PTR"
         case .txt: "TXT"
         case .aaaa: "AAAA"

@@ -72,6 +72,20 @@ public struct DiscoveredService: Sendable, Hashable {
     /// Names of the interfaces the instance was seen on.
     public var interfaces: [String]
 
+    /// Creates a found service from its parts (wide-area DNS-SD, which finds services without a link).
+    package init(
+        name: String, serviceType: ServiceType, txt: TXTRecord, port: UInt16, hostName: String,
+        addresses: [DiscoveredAddress], interfaces: [String]
+    ) {
+        self.name = name
+        self.serviceType = serviceType
+        self.txt = txt
+        self.port = port
+        self.hostName = hostName
+        self.addresses = addresses
+        self.interfaces = interfaces
+    }
+
     init(_ instance: DiscoveredInstance, type: ServiceType) {
         name = instance.name
         serviceType = type

@@ -53,6 +53,8 @@ public final class PeerAdvertiser: Sendable {
     let key: PeerNetwork.AdvertiserKey
     private let sink: AsyncStream<Invitation>.Continuation
     private let advertisement: ServiceAdvertisement?
+    /// The registration in the network's wide-area domain, when it has one.
+    private let wideAreaRegistration: Int?
     private let state = Mutex(State())
 
     private struct State {
@@ -127,10 +129,22 @@ public final class PeerAdvertiser: Sendable {
         } else {
             advertisement = nil
         }
+        if publish, let wideArea = network.wideArea, wideArea.configuration.key != nil {
+            // Registered in the background's terms: a DNS server that is away is reported on the network's
+            // events and retried at each refresh, and multicast DNS on the link works meanwhile.
+            wideAreaRegistration = await wideArea.register(
+                serviceType: type,
+                instance: WideAreaRecords.instanceLabel(
+                    displayName: identity.displayName, fingerprint: identity.fingerprint),
+                host: WideAreaRecords.hostLabel(fingerprint: identity.fingerprint), port: port, txt: txt.strings)
+        } else {
+            wideAreaRegistration = nil
+        }
         do {
             try await network.register(self, key: key)
         } catch {
             await advertisement?.stop()
+            if let wideAreaRegistration { await network.wideArea?.unregister(wideAreaRegistration) }
             throw error
         }
     }
@@ -141,14 +155,17 @@ public final class PeerAdvertiser: Sendable {
     /// Replaces the application's discovery info; browsers report the peer updated.
     /// - Throws: ``SessionError`` with `invalidParameter` for a reserved key or an oversized record.
     public func updateDiscoveryInfo(_ discoveryInfo: [String: String]) throws(SessionError) {
+        let txt: TXTRecord
         do {
-            advertisement?.updateTXT(
-                try PeerAdvertisement(
-                    fingerprint: identity.fingerprint, displayName: identity.displayName,
-                    discoveryInfo: discoveryInfo
-                ).txtRecord)
+            txt = try PeerAdvertisement(
+                fingerprint: identity.fingerprint, displayName: identity.displayName, discoveryInfo: discoveryInfo
+            ).txtRecord
         } catch {
             throw SessionError(.invalidParameter, error.reason)
+        }
+        advertisement?.updateTXT(txt)
+        if let wideAreaRegistration, let wideArea = network.wideArea {
+            Task { await wideArea.update(wideAreaRegistration, txt: txt.strings) }
         }
     }
 
@@ -162,6 +179,7 @@ public final class PeerAdvertiser: Sendable {
         sink.finish()
         await network.unregister(advertiserKey: key, self)
         await advertisement?.stop()
+        if let wideAreaRegistration { await network.wideArea?.unregister(wideAreaRegistration) }
     }
 
     /// An invitation arrived on a new connection (called by the network's router).

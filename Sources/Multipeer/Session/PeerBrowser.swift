@@ -42,11 +42,20 @@ public final class PeerBrowser: Sendable {
     /// Found, updated and lost events, in order; ends when the browser stops.
     public let events: AsyncStream<Event>
     private let browser: ServiceBrowser
+    /// The browse of the network's wide-area domains, when it has them.
+    private let wideAreaBrowse: WideAreaBrowse?
     private let state = Mutex(State())
 
+    /// Where an instance was found: multicast DNS on the link, or a wide-area domain (instances of one name in
+    /// two places are two instances; both may name the same peer, which is found once).
+    private struct InstanceKey: Hashable {
+        var wideArea: Bool
+        var name: String
+    }
+
     private struct State {
-        /// Instance name to the fingerprint and service it advertises.
-        var instances: [String: (PeerFingerprint, DiscoveredService)] = [:]
+        /// Instance to the fingerprint and service it advertises.
+        var instances: [InstanceKey: (PeerFingerprint, DiscoveredService)] = [:]
         /// What was last reported per peer.
         var peers: [PeerFingerprint: DiscoveredPeer] = [:]
         /// Every address of every instance that names the peer, each with its instance's port: an invitation
@@ -72,14 +81,25 @@ public final class PeerBrowser: Sendable {
         self.network = network
         let stack = try await network.discovery()
         browser = stack.browse(self.serviceType)
-        let (events, sink) = AsyncStream<Event>.makeStream(
-            bufferingPolicy: .bufferingOldest(stack.configuration.eventBufferLimit))
+        let limit = stack.configuration.eventBufferLimit
+        let (events, sink) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingOldest(limit))
         self.events = events
-        let source = browser.events
+        wideAreaBrowse = network.wideArea?.browse(self.serviceType, bufferLimit: limit)
+        // Both sources feed one reader, so the peers' events come out in the order their changes were made.
+        let (merged, mergedSink) = AsyncStream<(Bool, ServiceBrowserEvent)>.makeStream(
+            bufferingPolicy: .bufferingOldest(2 * limit))
+        let sources = [(false, browser.events)] + (wideAreaBrowse.map { [(true, $0.events)] } ?? [])
+        let feeding = SourceCount(sources.count)
+        for (wideArea, source) in sources {
+            Task {
+                for await event in source { mergedSink.yield((wideArea, event)) }
+                if feeding.ended() { mergedSink.finish() }
+            }
+        }
         Task { [weak self] in
-            for await event in source {
+            for await (wideArea, event) in merged {
                 guard let self else { break }
-                for out in self.handle(event) { sink.yield(out) }
+                for out in self.handle(event, wideArea: wideArea) { sink.yield(out) }
             }
             sink.finish()
         }
@@ -94,7 +114,10 @@ public final class PeerBrowser: Sendable {
     }
 
     /// Stops browsing; ``events`` ends.
-    public func stop() { browser.stop() }
+    public func stop() {
+        browser.stop()
+        wideAreaBrowse?.stop()
+    }
 
     /// Invites a found peer into a session and returns how it ended; the session reports the same as the
     /// peer's state (`connecting`, then `connected` or `notConnected` with the outcome as reason).
@@ -126,17 +149,18 @@ public final class PeerBrowser: Sendable {
             found.peer, addresses: addresses, serviceType: serviceType.description, context: context, timeout: timeout)
     }
 
-    private func handle(_ event: ServiceBrowserEvent) -> [Event] {
+    private func handle(_ event: ServiceBrowserEvent, wideArea: Bool) -> [Event] {
         let service = event.service
+        let key = InstanceKey(wideArea: wideArea, name: service.name)
         return state.withLock { state -> [Event] in
             var touched: Set<PeerFingerprint> = []
-            if let (old, _) = state.instances.removeValue(forKey: service.name) { touched.insert(old) }
+            if let (old, _) = state.instances.removeValue(forKey: key) { touched.insert(old) }
             if case .lost = event {
             } else if let advertisement = try? PeerAdvertisement(parsing: service.txt),
                 advertisement.protocolVersion.major == PeerAdvertisement.ProtocolVersion.current.major
             {
                 if advertisement.fingerprint != identity.fingerprint {
-                    state.instances[service.name] = (advertisement.fingerprint, service)
+                    state.instances[key] = (advertisement.fingerprint, service)
                     touched.insert(advertisement.fingerprint)
                 }
             } else if case .found = event {
@@ -144,7 +168,10 @@ public final class PeerBrowser: Sendable {
             }
             var out: [Event] = []
             for fp in touched {
-                let current = state.instances.values.filter { $0.0 == fp }.map(\.1).sorted { $0.name < $1.name }
+                // The link's instances first: their addresses are dialed before a domain's.
+                let current = state.instances.filter { $0.value.0 == fp }.sorted {
+                    ($0.key.wideArea ? 1 : 0, $0.key.name) < ($1.key.wideArea ? 1 : 0, $1.key.name)
+                }.map(\.value.1)
                 guard let primary = current.first, let advertisement = try? PeerAdvertisement(parsing: primary.txt)
                 else {
                     state.dial[fp] = nil
@@ -178,6 +205,21 @@ public final class PeerBrowser: Sendable {
                 }
             }
             return out
+        }
+    }
+}
+
+/// How many of a browser's sources still feed it.
+private final class SourceCount: Sendable {
+    private let left: Mutex<Int>
+
+    init(_ count: Int) { left = Mutex(count) }
+
+    /// One source ended; returns whether it was the last.
+    func ended() -> Bool {
+        left.withLock { left in
+            left -= 1
+            return left == 0
         }
     }
 }

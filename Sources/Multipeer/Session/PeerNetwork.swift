@@ -28,6 +28,9 @@ public actor PeerNetwork {
         /// environment's `MULTIPEER_LOG` names a level. Pass the application's `Logger` to route the library's
         /// lines into its logging.
         public var logger: Logger = MultipeerLogging.fallback
+        /// Discovery beyond the link through a DNS server (DNS-SD over unicast DNS); nil keeps discovery on the
+        /// link (multicast DNS only).
+        public var wideArea: WideAreaConfiguration?
 
         /// All interfaces.
         public init() {}
@@ -55,10 +58,24 @@ public actor PeerNetwork {
         }
     }
 
+    /// What the network reports about its links beyond multicast DNS: wide-area registrations and their
+    /// failures (each failure once until it works again). Reports nobody reads are dropped, the newest kept.
+    public enum Event: Sendable, Hashable {
+        /// A service was registered in a wide-area domain (or registered again after a failure).
+        case wideAreaRegistered(instance: String)
+        /// Wide-area DNS-SD failed (registration, refresh, removal, browsing); multicast DNS on the link goes on.
+        case wideAreaFailed(WideAreaError)
+    }
+
     /// The event loop every connection of this network lives on.
     public nonisolated let loop: EventLoop
     /// The configuration.
     public nonisolated let configuration: Configuration
+    /// What the network reports (see ``Event``); at most 64 wait unread.
+    public nonisolated let events: AsyncStream<Event>
+    private nonisolated let eventSink: AsyncStream<Event>.Continuation
+    /// Wide-area DNS-SD, when configured.
+    nonisolated let wideArea: WideAreaDiscovery?
     private let ownsLoop: Bool
     private var stack: MulticastDNSStack?
     private var listeners: [ListenerKey: ListenerEntry] = [:]
@@ -116,6 +133,54 @@ public actor PeerNetwork {
             }
             ownsLoop = true
         }
+        (events, eventSink) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        if let wideArea = configuration.wideArea {
+            do {
+                try wideArea.validate()
+            } catch {
+                if ownsLoop { self.loop.shutdown() }
+                throw SessionError(.invalidParameter, "wide-area discovery: \(error.reason)")
+            }
+            let sink = eventSink
+            let configuration = configuration
+            self.wideArea = WideAreaDiscovery(
+                configuration: wideArea, loop: self.loop, logger: configuration.logger.area(.discovery),
+                addresses: { Self.advertisedAddresses(configuration) }, report: { sink.yield($0) })
+        } else {
+            self.wideArea = nil
+        }
+    }
+
+    /// The addresses this host registers in a wide-area domain: the listener's addresses when it is bound to
+    /// particular ones; otherwise every address of the interfaces discovery uses (all that are up, or the named
+    /// ones), but loopback (unless discovery is pinned to it) and link-local addresses, which mean nothing beyond
+    /// the link.
+    static func advertisedAddresses(_ configuration: Configuration) -> [IPAddress] {
+        let specific = configuration.listenAddresses.filter { address in
+            switch address {
+            case .v4(let v4): v4 != .any
+            case .v6(let v6): v6 != .any
+            }
+        }
+        if !specific.isEmpty { return specific }
+        let wantsV4 = configuration.listenAddresses.contains { if case .v4 = $0 { true } else { false } }
+        let wantsV6 = configuration.listenAddresses.contains { if case .v6 = $0 { true } else { false } }
+        guard let interfaces = try? NetworkInterfaces.current() else { return [] }
+        var addresses: [IPAddress] = []
+        for interface in interfaces where interface.isUp {
+            switch configuration.discovery.interfaces {
+            case .all: if interface.isLoopback { continue }
+            case .named(let names): if !names.contains(interface.name) { continue }
+            case .loopbackOnly: if !interface.isLoopback { continue }
+            }
+            for entry in interface.addresses where !entry.address.isLinkLocal && !addresses.contains(entry.address) {
+                switch entry.address {
+                case .v4: if wantsV4 { addresses.append(entry.address) }
+                case .v6: if wantsV6 { addresses.append(entry.address) }
+                }
+            }
+        }
+        return addresses.sorted()
     }
 
     /// The connection settings for an identity and security choice, with the network's tuning applied.
@@ -329,6 +394,8 @@ public actor PeerNetwork {
         listeners = [:]
         for session in sessions.values { await session.disconnect() }
         for advertiser in advertisers.values { await advertiser.stop() }
+        await wideArea?.shutdown()
+        eventSink.finish()
         if let stack { await stack.shutdown() }
         stack = nil
         for waiters in outgoingWaiters.values { for waiter in waiters { waiter.resume() } }
