@@ -20,12 +20,14 @@ final class SessionNode: Sendable {
     init(
         _ name: String, configuration: SessionConfiguration = SessionConfiguration(),
         advertiserEncryption: EncryptionPreference? = nil, advertiserSecret: GroupSecret? = nil,
-        limits: PeerAdvertiser.Limits = PeerAdvertiser.Limits(), clock: (any IOClock)? = nil, logger: Logger? = nil
+        limits: PeerAdvertiser.Limits = PeerAdvertiser.Limits(), clock: (any IOClock)? = nil, logger: Logger? = nil,
+        relay: RelayConfiguration? = nil
     ) async throws {
         identity = try PeerIdentity.generate(displayName: name)
         let loop = try clock.map { try EventLoop(name: "test-\(name)", clock: $0) }
         var networkConfiguration = PeerNetwork.Configuration.loopback
         if let logger { networkConfiguration.logger = logger }
+        networkConfiguration.relay = relay
         if clock != nil {
             // A manual clock jumps: keep keepalives from calling a connection silent across a jump.
             networkConfiguration.tuneConnections = {

@@ -124,6 +124,9 @@ public struct ConnectionConfiguration: Sendable {
     /// `MultipeerLogging.fallback` by default: nothing unless `MULTIPEER_LOG` names a level. A
     /// ``PeerNetwork`` sets it to its own configuration's logger.
     public var logger: Logger = MultipeerLogging.fallback
+    /// The network's relayed addresses and allocations, when it has a relay: dials reach relayed addresses
+    /// through it.
+    var relayRoutes: RelayRoutes?
 
     /// Creates a configuration with the defaults described on each property.
     /// - Parameters:

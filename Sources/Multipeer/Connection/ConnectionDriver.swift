@@ -81,7 +81,9 @@ final class ConnectionDriver: @unchecked Sendable {
     }
 
     /// Starts reading and writing. Loop thread only.
-    func start() {
+    /// Starts reading and writing; `initialBytes` are what was read from the socket before it was handed over (a
+    /// relay's data connection, read up to the end of the bind's answer).
+    func start(initialBytes: [UInt8] = []) {
         guard let socket else { return }
         socket.setHandlers(
             onBytes: { [self] bytes in
@@ -103,6 +105,9 @@ final class ConnectionDriver: @unchecked Sendable {
             filled: { [self] count in core.receivedDirect(count: count, now: loop.clock.now()) })
         socket.setWritabilityHandler(lowWatermark: Self.lowWatermark) { [self] in service() }
         socket.setUnsentLimit(Self.kernelUnsentLimit)
+        if !initialBytes.isEmpty {
+            initialBytes.withUnsafeBytes { core.receive($0, now: loop.clock.now()) }
+        }
         service()
     }
 

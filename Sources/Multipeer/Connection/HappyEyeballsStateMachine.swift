@@ -51,8 +51,15 @@ struct HappyEyeballsStateMachine {
     ///     are tried once.
     ///   - configuration: The attempt delay and the dial's timeout.
     ///   - now: The current time.
-    init(addresses: [SocketAddress], configuration: DialConfiguration, now: IOInstant) {
-        self.addresses = Self.ordered(addresses)
+    /// - Parameter relayed: Addresses that reach the peer through a relay: tried after every direct one, in the
+    ///   given order.
+    init(
+        addresses: [SocketAddress], relayed: Set<SocketAddress> = [], configuration: DialConfiguration,
+        now: IOInstant
+    ) {
+        let direct = addresses.filter { !relayed.contains($0) }
+        var seen = Set(direct)
+        self.addresses = Self.ordered(direct) + addresses.filter { relayed.contains($0) && seen.insert($0).inserted }
         attempts = Array(repeating: .notStarted, count: self.addresses.count)
         attemptDelay = configuration.connectionAttemptDelay
         timeout = configuration.timeout

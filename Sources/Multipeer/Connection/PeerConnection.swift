@@ -64,6 +64,52 @@ public final class PeerConnection: Sendable {
         to address: SocketAddress, expecting: PeerFingerprint?, configuration: ConnectionConfiguration,
         loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {
+        try await connect(to: address, expecting: expecting, configuration: configuration, loop: loop) {
+            loop, completion in
+            let socket = TCPConnection.beginConnect(to: address, loop: loop) { result in
+                completion(
+                    result.map { ($0, []) }.mapError { error in
+                        ConnectionError(
+                            code: .socket(call: error.call, errno: error.errno),
+                            reason: "could not connect to \(address): \(error)")
+                    })
+            }
+            return { socket?.close() }
+        }
+    }
+
+    /// Opens a socket to a peer, on the loop: reports the connected socket (and any bytes already read from it) or
+    /// the error, later, and returns a function that abandons the attempt.
+    typealias SocketOpener =
+        @Sendable (
+            EventLoop, @escaping (Result<(TCPConnection, [UInt8]), ConnectionError>) -> Void
+        ) -> () -> Void
+
+    /// Connects through a TURN relay's allocation to a peer's relayed address (RFC 6062: the relay connects out
+    /// and binds the connection to us); then the same handshake as a direct connection, TLS end to end.
+    static func connect(
+        relayedTo address: SocketAddress, through relay: RelayClient, expecting: PeerFingerprint?,
+        configuration: ConnectionConfiguration, loop: EventLoop
+    ) async throws(ConnectionError) -> PeerConnection {
+        try await connect(to: address, expecting: expecting, configuration: configuration, loop: loop) {
+            _, completion in
+            relay.connect(to: address) { result in
+                completion(
+                    result.mapError { error in
+                        ConnectionError(
+                            code: .unreachable,
+                            reason: "could not connect to \(address) through the relay \(relay.configuration.server): "
+                                + error.reason)
+                    })
+            }
+        }
+    }
+
+    /// The connection setup over whatever socket `open` gives.
+    static func connect(
+        to address: SocketAddress, expecting: PeerFingerprint?, configuration: ConnectionConfiguration,
+        loop: EventLoop, open: @escaping SocketOpener
+    ) async throws(ConnectionError) -> PeerConnection {
         try configuration.validate()
         if expecting != nil && configuration.encryption == .none {
             throw .invalidConfiguration(
@@ -78,15 +124,13 @@ public final class PeerConnection: Sendable {
                     (continuation: CheckedContinuation<PeerConnection, any Error>) in
                     let accepted = loop.execute {
                         guard pending.begin(continuation) else { return }
-                        pending.socket = TCPConnection.beginConnect(to: address, loop: loop) { result in
+                        pending.abandonOpen = open(loop) { result in
+                            pending.abandonOpen = nil
                             switch result {
                             case .failure(let error):
-                                pending.finish(
-                                    .failure(
-                                        ConnectionError(
-                                            code: .socket(call: error.call, errno: error.errno),
-                                            reason: "could not connect to \(address): \(error)")))
-                            case .success(let socket):
+                                pending.finish(.failure(error))
+                            case .success(let (socket, initialBytes)):
+                                guard pending.isWaiting else { return socket.close() }
                                 // Unreliable messages get a UDP endpoint of their own on the same local address.
                                 let endpoint =
                                     configuration.encryption.allowsEncryption
@@ -101,10 +145,9 @@ public final class PeerConnection: Sendable {
                                     loop: loop, core: core, socket: socket, datagramEndpoint: endpoint,
                                     ownsDatagramEndpoint: true)
                                 let connection = PeerConnection.pending(driver: driver, remote: address)
-                                pending.socket = nil
                                 pending.driver = driver
                                 driver.onSetup = { result in pending.finish(result.map(connection)) }
-                                driver.start()
+                                driver.start(initialBytes: initialBytes)
                             }
                         }
                     }

@@ -35,8 +35,13 @@ final class PeerDialer: @unchecked Sendable {
         self.loop = loop
         self.expecting = expecting
         self.configuration = configuration
-        machine = HappyEyeballsStateMachine(addresses: addresses, configuration: dial, now: loop.clock.now())
+        relayed = configuration.relayRoutes?.relayed(among: addresses) ?? []
+        machine = HappyEyeballsStateMachine(
+            addresses: addresses, relayed: relayed, configuration: dial, now: loop.clock.now())
     }
+
+    /// The addresses reached through a relay (tried after the direct ones).
+    private let relayed: Set<SocketAddress>
 
     /// Dials `addresses` and returns the first connection established (see ``PeerConnection``'s
     /// `connect(to:expecting:configuration:dial:loop:)` for the rules).
@@ -102,12 +107,21 @@ final class PeerDialer: @unchecked Sendable {
 
     private func startAttempt(_ attempt: Int, address: SocketAddress) {
         let (loop, expecting, configuration) = (loop, expecting, configuration)
+        let relay =
+            relayed.contains(address) ? configuration.relayRoutes?.client(for: configuration.identity.fingerprint) : nil
         tasks[attempt] = Task {
             let result: Result<PeerConnection, ConnectionError>
             do throws(ConnectionError) {
-                result = .success(
-                    try await PeerConnection.connect(
-                        to: address, expecting: expecting, configuration: configuration, loop: loop))
+                if let relay {
+                    result = .success(
+                        try await PeerConnection.connect(
+                            relayedTo: address, through: relay, expecting: expecting, configuration: configuration,
+                            loop: loop))
+                } else {
+                    result = .success(
+                        try await PeerConnection.connect(
+                            to: address, expecting: expecting, configuration: configuration, loop: loop))
+                }
             } catch {
                 result = .failure(error)
             }

@@ -84,6 +84,16 @@ public final class PeerListener: Sendable {
     /// The counters so far.
     public var statistics: Statistics { state.statistics.withLock { $0 } }
 
+    /// Takes a connection a TURN relay handed over (already connected and bound): it runs the same handshake, limits
+    /// and counters as one this listener accepted. Loop thread only.
+    /// - Parameters:
+    ///   - socket: The relay's data connection, raw after its bind.
+    ///   - initialBytes: What was read from it past the bind's answer.
+    ///   - remote: The peer the relay says it comes from.
+    func acceptRelayed(_ socket: TCPConnection, initialBytes: [UInt8], remote: SocketAddress) {
+        state.accept(socket, initialBytes: initialBytes, remote: remote)
+    }
+
     /// Stops accepting; established connections stay open, handshakes in progress are dropped.
     public func close() {
         let state = state
@@ -134,9 +144,11 @@ final class ListenerState: @unchecked Sendable {
         return local
     }
 
-    private func accept(_ socket: TCPConnection) {
+    func accept(_ socket: TCPConnection, initialBytes: [UInt8] = [], remote: SocketAddress? = nil) {
+        let remote = remote ?? socket.remoteAddress
+        guard !closed else { return socket.close() }
         statistics.withLock { $0.accepted += 1 }
-        let host = HostKey(socket.remoteAddress.address)
+        let host = HostKey(remote.address)
         if openConnections + handshakes.count >= configuration.maximumConnections {
             statistics.withLock { $0.refusedFull += 1 }
             refuse(socket, ConnectionCore.fullAnswer(preference: configuration.encryption))
@@ -167,7 +179,7 @@ final class ListenerState: @unchecked Sendable {
         handshakes[key] = driver
         handshakesPerHost[host, default: 0] += 1
         statistics.withLock { $0.pending = handshakes.count }
-        let makeConnection = PeerConnection.pending(driver: driver, remote: socket.remoteAddress)
+        let makeConnection = PeerConnection.pending(driver: driver, remote: remote)
         driver.onSetup = { [self, unowned driver] result in
             handshakes[key] = nil
             let remaining = handshakesPerHost[host, default: 1] - 1
@@ -193,7 +205,7 @@ final class ListenerState: @unchecked Sendable {
                 failures.yield(error)
             }
         }
-        driver.start()
+        driver.start(initialBytes: initialBytes)
     }
 
     /// Answers a connection this listener has no room for, and closes it.

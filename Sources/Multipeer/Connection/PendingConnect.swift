@@ -10,8 +10,8 @@ final class PendingConnect: @unchecked Sendable {
     private let address: SocketAddress
     private var continuation: CheckedContinuation<PeerConnection, any Error>?
     private var cancelled = false
-    /// The socket while TCP connects.
-    var socket: TCPConnection?
+    /// Abandons the socket's opening (a TCP connect, a relay's connect and bind) while it runs.
+    var abandonOpen: (() -> Void)?
     /// The connection's driver while the handshake runs.
     var driver: ConnectionDriver?
 
@@ -31,8 +31,11 @@ final class PendingConnect: @unchecked Sendable {
     }
 
     /// Reports the outcome, unless the connect was cancelled first.
+    /// Whether the caller still waits (not finished, not cancelled).
+    var isWaiting: Bool { continuation != nil }
+
     func finish(_ result: Result<PeerConnection, ConnectionError>) {
-        socket = nil
+        abandonOpen = nil
         driver = nil
         continuation?.resume(with: result.mapError { $0 })
         continuation = nil
@@ -44,8 +47,8 @@ final class PendingConnect: @unchecked Sendable {
         guard let continuation else { return }
         self.continuation = nil
         continuation.resume(throwing: cancellation)
-        socket?.close()
-        socket = nil
+        abandonOpen?()
+        abandonOpen = nil
         // Aborting reports the end to the driver's setup handler, which finds nothing left to resume.
         driver?.abort()
         driver = nil

@@ -1,4 +1,5 @@
 public import MulticastDNS
+public import MultipeerIO
 
 /// What a peer says about itself in its DNS-SD TXT record: its identity, display name and protocol version,
 /// under keys this library reserves, next to the application's own discovery info.
@@ -11,6 +12,7 @@ public import MulticastDNS
 /// | `mp.id`   | the identity's ``PeerFingerprint`` in its readable form       |
 /// | `mp.name` | the display name, UTF-8, at most 63 bytes                    |
 /// | `mp.v`    | the protocol version, `MAJOR.MINOR` in decimal, such as `1.0` |
+/// | `mp.relay` | optional: the peer's relayed address on a TURN relay, `IP:PORT` (`[IPv6]:PORT`) |
 ///
 /// The keys are short because RFC 6763 section 6.4 asks for keys of at most nine characters and a record
 /// of a few hundred bytes: the reserved entries take at most ``maximumReservedSize`` bytes, leaving the
@@ -25,11 +27,14 @@ public struct PeerAdvertisement: Hashable, Sendable {
     public static let displayNameKey = "mp.name"
     /// The key of the protocol version.
     public static let versionKey = "mp.v"
+    /// The key of the relayed address.
+    public static let relayKey = "mp.relay"
     /// The most bytes the reserved entries take in an encoded TXT record (each with its length byte): a
-    /// 64-character fingerprint, a 63-byte display name and a version as long as `255.255`.
+    /// 64-character fingerprint, a 63-byte display name, a version as long as `255.255`, and a relayed address as
+    /// long as `[ffff:...:ffff]:65535` (47 characters).
     public static let maximumReservedSize =
         (1 + fingerprintKey.utf8.count + 1 + 64) + (1 + displayNameKey.utf8.count + 1 + DisplayName.maximumByteCount)
-        + (1 + versionKey.utf8.count + 1 + 7)
+        + (1 + versionKey.utf8.count + 1 + 7) + (1 + relayKey.utf8.count + 1 + 47)
 
     /// A protocol version as advertised: peers with the same major version can connect.
     public struct ProtocolVersion: Hashable, Sendable, CustomStringConvertible {
@@ -71,6 +76,9 @@ public struct PeerAdvertisement: Hashable, Sendable {
     public let displayName: String
     /// The protocol version the peer speaks.
     public let protocolVersion: ProtocolVersion
+    /// Where the peer can be reached through a TURN relay, after its direct addresses; nil when it has no relay (a
+    /// malformed value in a received record reads as none).
+    public let relayedAddress: SocketAddress?
     /// The application's keys and values, without the reserved ones. A received attribute without a value
     /// (a bare `key`) reads as `""`; values that are not UTF-8 have the invalid bytes replaced.
     public let discoveryInfo: [String: String]
@@ -86,9 +94,10 @@ public struct PeerAdvertisement: Hashable, Sendable {
     ///   - discoveryInfo: The application's keys and values.
     /// - Throws: ``PeerAdvertisementError`` for an application key in the reserved namespace, a display name
     ///   that breaks ``DisplayName``'s rules, or a record that breaks RFC 6763's limits.
+    ///   - relayedAddress: The peer's relayed address on a TURN relay, if it holds one.
     public init(
         fingerprint: PeerFingerprint, displayName: String, protocolVersion: ProtocolVersion = .current,
-        discoveryInfo: [String: String] = [:]
+        discoveryInfo: [String: String] = [:], relayedAddress: SocketAddress? = nil
     ) throws(PeerAdvertisementError) {
         do {
             try DisplayName.validate(displayName)
@@ -102,6 +111,7 @@ public struct PeerAdvertisement: Hashable, Sendable {
             TXTEntry(key: Self.displayNameKey, value: displayName),
             TXTEntry(key: Self.versionKey, value: protocolVersion.description),
         ]
+        if let relayedAddress { entries.append(TXTEntry(key: Self.relayKey, value: Self.text(relayedAddress))) }
         for (key, value) in discoveryInfo.sorted(by: { $0.key < $1.key }) {
             guard !Self.isReserved(key) else {
                 throw PeerAdvertisementError(
@@ -122,6 +132,7 @@ public struct PeerAdvertisement: Hashable, Sendable {
         self.displayName = displayName
         self.protocolVersion = protocolVersion
         self.discoveryInfo = discoveryInfo
+        self.relayedAddress = relayedAddress
     }
 
     /// An advertisement for an identity: its fingerprint and display name.
@@ -171,7 +182,33 @@ public struct PeerAdvertisement: Hashable, Sendable {
         self.displayName = displayName
         protocolVersion = version
         discoveryInfo = info
+        relayedAddress = txt.entry(forKey: Self.relayKey)?.value.flatMap {
+            Self.relayedAddress(String(decoding: $0, as: UTF8.self))
+        }
         txtRecord = txt
+    }
+
+    /// `IP:PORT`, or `[IPv6]:PORT`.
+    static func text(_ address: SocketAddress) -> String {
+        switch address.address {
+        case .v4(let v4): "\(v4):\(address.port)"
+        case .v6(let v6): "[\(v6)]:\(address.port)"
+        }
+    }
+
+    /// Parses `IP:PORT` or `[IPv6]:PORT` (a port of 1 to 65535); nil for anything else.
+    static func relayedAddress(_ text: String) -> SocketAddress? {
+        guard text.utf8.count <= 47, let colon = text.lastIndex(of: ":"),
+            let port = UInt16(text[text.index(after: colon)...]), port != 0
+        else { return nil }
+        var host = text[..<colon]
+        if host.hasPrefix("[") && host.hasSuffix("]") {
+            host = host.dropFirst().dropLast()
+            guard let v6 = IPv6Address(String(host)) else { return nil }
+            return SocketAddress(.v6(v6), port: port)
+        }
+        guard let v4 = IPv4Address(String(host)) else { return nil }
+        return SocketAddress(.v4(v4), port: port)
     }
 
     /// Whether `key` is in the reserved namespace: it starts with ``reservedPrefix``, ignoring ASCII case.

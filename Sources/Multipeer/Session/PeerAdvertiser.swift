@@ -1,4 +1,5 @@
 public import MulticastDNS
+internal import MultipeerIO
 internal import Synchronization
 
 /// Makes this peer visible to browsers of a service type and receives their invitations.
@@ -58,6 +59,9 @@ public final class PeerAdvertiser: Sendable {
     private let state = Mutex(State())
 
     private struct State {
+        /// What the TXT record is made of now: the application's info and the relayed address.
+        var discoveryInfo: [String: String] = [:]
+        var relayed: SocketAddress?
         var pending: [PeerFingerprint: Int] = [:]
         var total = 0
         var stopped = false
@@ -99,11 +103,9 @@ public final class PeerAdvertiser: Sendable {
         } catch {
             throw SessionError(.invalidParameter, "service type '\(serviceType)': \(error)")
         }
-        let txt: TXTRecord
         do {
-            txt = try PeerAdvertisement(
-                fingerprint: identity.fingerprint, displayName: identity.displayName, discoveryInfo: discoveryInfo
-            ).txtRecord
+            _ = try PeerAdvertisement(
+                fingerprint: identity.fingerprint, displayName: identity.displayName, discoveryInfo: discoveryInfo)
         } catch {
             throw SessionError(.invalidParameter, error.reason)
         }
@@ -119,6 +121,20 @@ public final class PeerAdvertiser: Sendable {
         key = PeerNetwork.AdvertiserKey(listener: PeerNetwork.ListenerKey(connection), serviceType: type)
         (invitations, sink) = AsyncStream<Invitation>.makeStream(bufferingPolicy: .bufferingOldest(limits.total))
         port = try await network.listenPort(for: connection)
+        let relayed = await network.relayedAddress(for: key.listener)
+        state.withLock {
+            $0.discoveryInfo = discoveryInfo
+            $0.relayed = relayed
+        }
+        let txt: TXTRecord
+        do {
+            txt = try PeerAdvertisement(
+                fingerprint: identity.fingerprint, displayName: identity.displayName, discoveryInfo: discoveryInfo,
+                relayedAddress: relayed
+            ).txtRecord
+        } catch {
+            throw SessionError(.invalidParameter, error.reason)
+        }
         if publish {
             let stack = try await network.discovery()
             do {
@@ -155,14 +171,36 @@ public final class PeerAdvertiser: Sendable {
     /// Replaces the application's discovery info; browsers report the peer updated.
     /// - Throws: ``SessionError`` with `invalidParameter` for a reserved key or an oversized record.
     public func updateDiscoveryInfo(_ discoveryInfo: [String: String]) throws(SessionError) {
-        let txt: TXTRecord
-        do {
-            txt = try PeerAdvertisement(
-                fingerprint: identity.fingerprint, displayName: identity.displayName, discoveryInfo: discoveryInfo
-            ).txtRecord
+        let relayed = state.withLock { $0.relayed }
+        do throws(PeerAdvertisementError) {
+            publish(
+                try PeerAdvertisement(
+                    fingerprint: identity.fingerprint, displayName: identity.displayName, discoveryInfo: discoveryInfo,
+                    relayedAddress: relayed
+                ).txtRecord)
         } catch {
             throw SessionError(.invalidParameter, error.reason)
         }
+        state.withLock { $0.discoveryInfo = discoveryInfo }
+    }
+
+    /// The listener's relayed address changed (allocated, lost, allocated again): advertised from now on.
+    func relayChanged(_ relayed: SocketAddress?) {
+        let (info, stopped) = state.withLock { state -> ([String: String], Bool) in
+            state.relayed = relayed
+            return (state.discoveryInfo, state.stopped)
+        }
+        guard !stopped,
+            let txt = try? PeerAdvertisement(
+                fingerprint: identity.fingerprint, displayName: identity.displayName, discoveryInfo: info,
+                relayedAddress: relayed
+            ).txtRecord
+        else { return }
+        publish(txt)
+    }
+
+    /// Publishes a new TXT record on the link and in the wide-area domain.
+    private func publish(_ txt: TXTRecord) {
         advertisement?.updateTXT(txt)
         if let wideAreaRegistration, let wideArea = network.wideArea {
             Task { await wideArea.update(wideAreaRegistration, txt: txt.strings) }

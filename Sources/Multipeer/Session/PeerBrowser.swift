@@ -1,5 +1,5 @@
 public import MulticastDNS
-internal import MultipeerIO
+public import MultipeerIO
 internal import Synchronization
 
 /// A peer a browser found: who, what it advertises, and where.
@@ -14,6 +14,9 @@ public struct DiscoveredPeer: Sendable, Hashable {
     public let interfaces: [String]
     /// The port it listens on.
     public let port: UInt16
+    /// Where it can be reached through a TURN relay, when it advertises a relayed address: dialed after every
+    /// direct address, through this side's own allocation on that relay (the network needs a relay configured).
+    public let relayedAddress: SocketAddress?
 }
 
 /// Finds peers advertising a service type and invites them into sessions.
@@ -185,6 +188,14 @@ public final class PeerBrowser: Sendable {
                         dial.append(address)
                     }
                 }
+                // The relayed address last: the dialer tries it after the direct ones, through this network's own
+                // allocation (without a relay of our own it cannot be dialed).
+                let relayed = current.lazy.compactMap { try? PeerAdvertisement(parsing: $0.txt).relayedAddress }.first
+                if let relayed, let routes = network.relayRoutes {
+                    if dial.count == 32 { dial.removeLast() }
+                    if !dial.contains(relayed) { dial.append(relayed) }
+                    routes.learn(relayed)
+                }
                 state.dial[fp] = dial
                 var addresses: [DiscoveredAddress] = []
                 var interfaces: [String] = []
@@ -196,7 +207,7 @@ public final class PeerBrowser: Sendable {
                     peer: Peer(identity: .advertised(fp), displayName: advertisement.displayName),
                     discoveryInfo: advertisement.discoveryInfo, addresses: addresses.sorted(),
                     interfaces: interfaces.sorted(),
-                    port: primary.port)
+                    port: primary.port, relayedAddress: relayed)
                 let previous = state.peers.updateValue(discovered, forKey: fp)
                 if previous == nil {
                     out.append(.found(discovered))

@@ -31,6 +31,8 @@ public actor PeerNetwork {
         /// Discovery beyond the link through a DNS server (DNS-SD over unicast DNS); nil keeps discovery on the
         /// link (multicast DNS only).
         public var wideArea: WideAreaConfiguration?
+        /// A TURN relay for peers that cannot reach each other directly; nil dials and listens directly only.
+        public var relay: RelayConfiguration?
 
         /// All interfaces.
         public init() {}
@@ -65,6 +67,11 @@ public actor PeerNetwork {
         case wideAreaRegistered(instance: String)
         /// Wide-area DNS-SD failed (registration, refresh, removal, browsing); multicast DNS on the link goes on.
         case wideAreaFailed(WideAreaError)
+        /// The relay gave an allocation (the first, or a new one after a loss): its relayed address, now advertised.
+        case relayAllocated(SocketAddress)
+        /// The relay refused, could not be reached, or dropped the allocation; the next try comes after `retry`.
+        /// Direct links go on.
+        case relayFailed(RelayError, retry: Duration)
     }
 
     /// The event loop every connection of this network lives on.
@@ -76,6 +83,8 @@ public actor PeerNetwork {
     private nonisolated let eventSink: AsyncStream<Event>.Continuation
     /// Wide-area DNS-SD, when configured.
     nonisolated let wideArea: WideAreaDiscovery?
+    /// Relayed addresses and allocations, when a relay is configured.
+    nonisolated let relayRoutes: RelayRoutes?
     private let ownsLoop: Bool
     private var stack: MulticastDNSStack?
     private var listeners: [ListenerKey: ListenerEntry] = [:]
@@ -113,6 +122,10 @@ public actor PeerNetwork {
     struct ListenerEntry {
         var listeners: [PeerListener]
         var port: UInt16
+        /// The allocation on the relay that brings relayed connections to these listeners.
+        var relay: RelayClient?
+        /// Its relayed address, while it has one.
+        var relayed: SocketAddress?
     }
 
     /// Creates a network with its own event loop.
@@ -148,6 +161,17 @@ public actor PeerNetwork {
                 addresses: { Self.advertisedAddresses(configuration) }, report: { sink.yield($0) })
         } else {
             self.wideArea = nil
+        }
+        if let relay = configuration.relay {
+            do {
+                try relay.validate()
+            } catch {
+                if ownsLoop { self.loop.shutdown() }
+                throw SessionError(.invalidParameter, "relay: \(error.reason)")
+            }
+            relayRoutes = RelayRoutes()
+        } else {
+            relayRoutes = nil
         }
     }
 
@@ -189,6 +213,7 @@ public actor PeerNetwork {
     ) -> ConnectionConfiguration {
         var connection = ConnectionConfiguration(identity: identity, encryption: encryption, groupSecret: groupSecret)
         connection.logger = configuration.logger
+        connection.relayRoutes = relayRoutes
         configuration.tuneConnections(&connection)
         connection.identity = identity
         connection.encryption = encryption
@@ -242,6 +267,15 @@ public actor PeerNetwork {
                 connectionError: firstError)
         }
         listeners[key] = ListenerEntry(listeners: made, port: port)
+        if let relay = configuration.relay, let relayRoutes, let target = made.first {
+            let client = RelayClient(
+                configuration: relay.clientConfiguration, loop: loop, logger: configuration.logger.area(.connection),
+                onEvent: { [weak self] event in Task { await self?.relayEvent(event, key: key) } },
+                onIncoming: { socket, bytes, peer in target.acceptRelayed(socket, initialBytes: bytes, remote: peer) })
+            listeners[key]?.relay = client
+            relayRoutes.add(client, for: key.fingerprint)
+            client.start()
+        }
         for listener in made {
             Task { [weak self] in
                 for await connection in listener.connections {
@@ -332,6 +366,32 @@ public actor PeerNetwork {
         return sum
     }
 
+    // MARK: Relay
+
+    /// What happened to a listener's allocation: permit relayed dialers, advertise (or withdraw) the address.
+    private func relayEvent(_ event: RelayClient.Event, key: ListenerKey) async {
+        guard !isShutDown, let entry = listeners[key] else { return }
+        switch event {
+        case .allocated(let relayed):
+            // Relayed dialers connect from their own allocation on the same relay: its addresses are the relay's.
+            var permitted = [relayed.address]
+            if let server = configuration.relay?.server.address, server != relayed.address { permitted.append(server) }
+            entry.relay?.permit(permitted)
+            listeners[key]?.relayed = relayed
+            eventSink.yield(.relayAllocated(relayed))
+        case .failed(let error, let retry):
+            listeners[key]?.relayed = nil
+            eventSink.yield(.relayFailed(error, retry: retry))
+        }
+        let relayed = listeners[key]?.relayed
+        for (advertiserKey, advertiser) in advertisers where advertiserKey.listener == key {
+            advertiser.relayChanged(relayed)
+        }
+    }
+
+    /// The relayed address of the listener for these settings, while its allocation holds.
+    func relayedAddress(for key: ListenerKey) -> SocketAddress? { listeners[key]?.relayed }
+
     // MARK: Registration
 
     func register(_ advertiser: PeerAdvertiser, key: AdvertiserKey) throws(SessionError) {
@@ -390,7 +450,10 @@ public actor PeerNetwork {
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
-        for entry in listeners.values { for listener in entry.listeners { listener.close() } }
+        for entry in listeners.values {
+            for listener in entry.listeners { listener.close() }
+            entry.relay?.stop()
+        }
         listeners = [:]
         for session in sessions.values { await session.disconnect() }
         for advertiser in advertisers.values { await advertiser.stop() }
