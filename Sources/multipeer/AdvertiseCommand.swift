@@ -1,6 +1,7 @@
 internal import Foundation
 internal import Glibc
 import MulticastDNS
+import Multipeer
 
 /// `multipeer advertise SERVICE --name NAME [--info KEY=VALUE]... [--info-file PATH] [--port PORT] [--interface IFNAME]...`
 ///
@@ -16,9 +17,14 @@ struct AdvertiseCommand {
     var infoFile: String?
     var port: UInt16
     var options: DiscoveryOptions
+    var wideArea: WideAreaConfiguration?
 
     init(_ parsed: MultipeerTool.Advertise) throws(UsageError) {
         options = try DiscoveryOptions(parsed.discovery)
+        wideArea = try parsed.wideArea.configuration()
+        if let wideArea, wideArea.key == nil {
+            throw UsageError("advertising in a domain needs the key that signs updates: --dns-key FILE")
+        }
         guard let name = parsed.name else { throw UsageError("--name NAME is required") }
         self.name = name
         var entries: [TXTEntry] = []
@@ -66,18 +72,27 @@ struct AdvertiseCommand {
         }
     }
 
-    func run() async -> Int32 {
+    func run() async throws -> Int32 {
         let signals = TerminationSignals()
         let reloads = SignalStream(SIGHUP)
-        guard let stack = await DiscoveryOptions.openStack(options.configuration) else { return 1 }
+        let wide = try WideAreaTool.start(wideArea, discovery: options.configuration)
+        guard let stack = await DiscoveryOptions.openStack(options.configuration) else {
+            await wide?.stop()
+            return 1
+        }
         let advertisement: ServiceAdvertisement
         do {
             advertisement = try await stack.advertise(serviceType, name: name, port: port, txt: txt)
         } catch {
             Output.error(DiscoveryOptions.explain(error))
             await stack.shutdown()
+            await wide?.stop()
             return 1
         }
+        // The same instance in the domain, under the name multicast DNS settled on.
+        let registration = await wide?.discovery.register(
+            serviceType: serviceType, instance: await advertisement.registered(), host: WideAreaTool.hostLabel(),
+            port: port, txt: txt.strings)
         let printer = Task {
             for await event in advertisement.events {
                 switch event {
@@ -88,11 +103,12 @@ struct AdvertiseCommand {
                 }
             }
         }
-        let reloader = Task { [fixedEntries, infoFile] in
+        let reloader = Task { [fixedEntries, infoFile, wide] in
             for await _ in reloads.signals {
                 do {
                     let record = try Self.record(fixed: fixedEntries, file: infoFile)
                     advertisement.updateTXT(record)
+                    if let wide, let registration { await wide.discovery.update(registration, txt: record.strings) }
                     let text = record.entries.map { entry in
                         entry.value.map { "\(entry.key)=\(String(decoding: $0, as: UTF8.self))" } ?? entry.key
                     }
@@ -107,6 +123,7 @@ struct AdvertiseCommand {
         await advertisement.stop()
         await printer.value
         await stack.shutdown()
+        await wide?.stop()
         return 0
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 internal import Foundation
 import Logging
+import Multipeer
 import MultipeerIO
 
 // What each subcommand takes, declared for swift-argument-parser: it parses, writes `--help`, usage errors (exit
@@ -48,6 +49,67 @@ struct ConnectionArguments: ParsableArguments {
         name: .customLong("silence-timeout"),
         help: ArgumentHelp("How long a silent peer counts as there (default 6, at least 0.3).", valueName: "SECONDS"))
     var silenceTimeout: String?
+}
+
+/// `--domain`, `--dns-server`, `--dns-key`: discovery beyond the link, through a DNS server (wide-area DNS-SD).
+struct WideAreaArguments: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "Also register in and browse this DNS-SD domain through a DNS server (wide-area DNS-SD).",
+            valueName: "DOMAIN"))
+    var domain: String?
+    @Option(
+        name: .customLong("dns-server"),
+        help: ArgumentHelp(
+            "The DNS server of --domain (default: /etc/resolv.conf's; no --domain: its domain enumerated).",
+            valueName: "ADDRESS[:PORT]"))
+    var dnsServer: String?
+    @Option(
+        name: .customLong("dns-key"),
+        help: ArgumentHelp(
+            "The key that signs updates, one line hmac-sha256:KEYNAME:BASE64SECRET, mode 0600 (without it: browse only).",
+            valueName: "FILE"))
+    var dnsKey: String?
+
+    /// The wide-area configuration these options ask for, nil when none is given.
+    func configuration() throws(UsageError) -> WideAreaConfiguration? {
+        guard domain != nil || dnsServer != nil || dnsKey != nil else { return nil }
+        do {
+            return try WideAreaConfiguration(domain: domain, server: dnsServer, keyFile: dnsKey)
+        } catch {
+            throw UsageError(error.reason)
+        }
+    }
+}
+
+/// `--relay`, `--relay-user`, `--relay-password-file`: a TURN relay for peers that cannot reach each other.
+struct RelayArguments: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "A TURN relay (coturn, say) for peers not reachable directly; tried after direct addresses.",
+            valueName: "HOST:PORT"))
+    var relay: String?
+    @Option(name: .customLong("relay-user"), help: ArgumentHelp("The relay's user name.", valueName: "NAME"))
+    var relayUser: String?
+    @Option(
+        name: .customLong("relay-password-file"),
+        help: ArgumentHelp("A file holding the relay password (first line), mode 0600.", valueName: "FILE"))
+    var relayPasswordFile: String?
+
+    /// The relay these options ask for, nil when none is given.
+    func configuration() throws(UsageError) -> RelayConfiguration? {
+        guard let relay else {
+            if relayUser != nil || relayPasswordFile != nil {
+                throw UsageError("--relay-user and --relay-password-file go with --relay HOST:PORT")
+            }
+            return nil
+        }
+        do {
+            return try RelayConfiguration(relay: relay, username: relayUser, passwordFile: relayPasswordFile)
+        } catch {
+            throw UsageError(error.reason)
+        }
+    }
 }
 
 /// `--log-level LEVEL`: the library's log on standard error.
@@ -145,6 +207,7 @@ extension MultipeerTool {
         @Option(help: ArgumentHelp("The port advertised (default 49400).", valueName: "PORT"))
         var port: String?
         @OptionGroup var discovery: DiscoveryArguments
+        @OptionGroup var wideArea: WideAreaArguments
         @OptionGroup var log: LogArguments
 
         func start() async throws -> Int32 { try await AdvertiseCommand(self).run() }
@@ -166,6 +229,7 @@ extension MultipeerTool {
             help: ArgumentHelp("Report a peer lost after it is silent this long (default 10).", valueName: "SECONDS"))
         var lostTimeout: String?
         @OptionGroup var discovery: DiscoveryArguments
+        @OptionGroup var wideArea: WideAreaArguments
         @OptionGroup var log: LogArguments
 
         func start() async throws -> Int32 { try await BrowseCommand(self).run() }
@@ -226,6 +290,8 @@ extension MultipeerTool {
         var json = false
         @OptionGroup var connection: ConnectionArguments
         @OptionGroup var discovery: DiscoveryArguments
+        @OptionGroup var wideArea: WideAreaArguments
+        @OptionGroup var relay: RelayArguments
         @OptionGroup var log: LogArguments
 
         func start() async throws -> Int32 { try await ChatCommand(self).run() }
@@ -240,6 +306,8 @@ extension MultipeerTool {
         var line = false
         @OptionGroup var connection: ConnectionArguments
         @OptionGroup var discovery: DiscoveryArguments
+        @OptionGroup var wideArea: WideAreaArguments
+        @OptionGroup var relay: RelayArguments
         @OptionGroup var log: LogArguments
 
         func start() async throws -> Int32 { try await ColorsCommand(self).run() }
@@ -258,6 +326,8 @@ extension MultipeerTool {
         var timeout: String?
         @OptionGroup var connection: ConnectionArguments
         @OptionGroup var discovery: DiscoveryArguments
+        @OptionGroup var wideArea: WideAreaArguments
+        @OptionGroup var relay: RelayArguments
         @OptionGroup var log: LogArguments
 
         func start() async throws -> Int32 { try await SendCommand(self).run() }
@@ -276,6 +346,8 @@ extension MultipeerTool {
         var service: String?
         @OptionGroup var connection: ConnectionArguments
         @OptionGroup var discovery: DiscoveryArguments
+        @OptionGroup var wideArea: WideAreaArguments
+        @OptionGroup var relay: RelayArguments
         @OptionGroup var log: LogArguments
 
         func start() async throws -> Int32 { try await ReceiveCommand(self).run() }

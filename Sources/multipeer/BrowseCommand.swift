@@ -14,9 +14,11 @@ struct BrowseCommand {
     var line: Bool
     var timeout: Duration?
     var options: DiscoveryOptions
+    var wideArea: WideAreaConfiguration?
 
     init(_ parsed: MultipeerTool.Browse) throws(UsageError) {
         options = try DiscoveryOptions(parsed.discovery)
+        wideArea = try parsed.wideArea.configuration()
         json = parsed.json
         line = parsed.line
         if json && line { throw UsageError("--json and --line exclude each other") }
@@ -29,16 +31,25 @@ struct BrowseCommand {
         serviceType = try DiscoveryOptions.serviceType(parsed.service)
     }
 
-    func run() async -> Int32 {
+    func run() async throws -> Int32 {
         let signals = TerminationSignals()
-        guard let stack = await DiscoveryOptions.openStack(options.configuration) else { return 1 }
+        let wide = try WideAreaTool.start(wideArea, discovery: options.configuration)
+        guard let stack = await DiscoveryOptions.openStack(options.configuration) else {
+            await wide?.stop()
+            return 1
+        }
         let browser = stack.browse(serviceType)
+        // The domain's instances come as the link's do; their addresses name the domain as their interface.
+        let wideBrowse = wide?.discovery.browse(serviceType, bufferLimit: options.configuration.eventBufferLimit)
         let json = json
         let table = !json && !line && isatty(1) == 1 ? BrowseTable() : nil
-        let printer = Task {
-            for await event in browser.events {
-                if let table { table.apply(event) } else { Output.line(json ? Output.json(event) : Output.text(event)) }
-            }
+        let show: @Sendable (ServiceBrowserEvent) -> Void = { event in
+            if let table { table.apply(event) } else { Output.line(json ? Output.json(event) : Output.text(event)) }
+        }
+        let printer = Task { for await event in browser.events { show(event) } }
+        let widePrinter = Task {
+            guard let wideBrowse else { return }
+            for await event in wideBrowse.events { show(event) }
         }
         let resizes = table.map { _ in SignalStream(SIGWINCH) }
         let redrawer = Task {
@@ -60,10 +71,13 @@ struct BrowseCommand {
             group.cancelAll()
         }
         browser.stop()
+        wideBrowse?.stop()
         redrawer.cancel()
         await printer.value
+        await widePrinter.value
         table?.close()
         await stack.shutdown()
+        await wide?.stop()
         return 0
     }
 }

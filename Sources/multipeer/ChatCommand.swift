@@ -25,7 +25,8 @@ struct ChatCommand: PeerCommand {
     var options: PeerOptions
 
     init(_ parsed: MultipeerTool.Chat) throws(UsageError) {
-        options = try PeerOptions(discovery: parsed.discovery, connection: parsed.connection)
+        options = try PeerOptions(
+            discovery: parsed.discovery, connection: parsed.connection, wideArea: parsed.wideArea, relay: parsed.relay)
         invite = Set(parsed.invite)
         let policy = parsed.accept ?? "ask"
         guard let accepted = AcceptPolicy(rawValue: policy) else {
@@ -91,16 +92,43 @@ struct ChatCommand: PeerCommand {
 struct PeerOptions {
     var discovery: DiscoveryOptions
     var connection: ConnectionConfiguration
+    /// Discovery through a DNS server, when asked for.
+    var wideArea: WideAreaConfiguration?
+    /// A TURN relay, when asked for.
+    var relay: RelayConfiguration?
 
-    init(discovery: DiscoveryArguments, connection: ConnectionArguments) throws(UsageError) {
+    init(
+        discovery: DiscoveryArguments, connection: ConnectionArguments, wideArea: WideAreaArguments,
+        relay: RelayArguments
+    ) throws(UsageError) {
         self.discovery = try DiscoveryOptions(discovery)
         self.connection = try ConnectionOptions(connection, defaultName: ProcessInfo.processInfo.hostName)
             .configuration
+        self.wideArea = try wideArea.configuration()
+        self.relay = try relay.configuration()
     }
 
     /// A network for these options.
     func network() throws(SessionError) -> PeerNetwork {
-        try PeerNetwork(configuration: ChatCommand.networkConfiguration(discovery, connection))
+        var configuration = ChatCommand.networkConfiguration(discovery, connection)
+        configuration.wideArea = wideArea
+        configuration.relay = relay
+        let network = try PeerNetwork(configuration: configuration)
+        // What happens beyond the link is said on stderr, as the library's failures are.
+        Task {
+            for await event in network.events { Output.error("multipeer: \(Self.describe(event))") }
+        }
+        return network
+    }
+
+    /// A network event in words.
+    static func describe(_ event: PeerNetwork.Event) -> String {
+        switch event {
+        case .wideAreaRegistered(let instance): "registered \(Output.escaped(instance))"
+        case .wideAreaFailed(let error): "wide-area discovery: \(Output.escaped(error.reason))"
+        case .relayAllocated(let address): "relayed at \(address)"
+        case .relayFailed(let error, let retry): "relay: \(Output.escaped(error.reason)); trying again in \(retry)"
+        }
     }
 
     /// What the session commands (`chat`, `colors`) run on: a network, a session, an advertiser and a browser of

@@ -17,7 +17,8 @@ struct ColorsCommand: PeerCommand {
     var options: PeerOptions
 
     init(_ parsed: MultipeerTool.Colors) throws(UsageError) {
-        options = try PeerOptions(discovery: parsed.discovery, connection: parsed.connection)
+        options = try PeerOptions(
+            discovery: parsed.discovery, connection: parsed.connection, wideArea: parsed.wideArea, relay: parsed.relay)
         line = parsed.line
         serviceType = parsed.service
         _ = try DiscoveryOptions.serviceType(serviceType)

@@ -86,7 +86,8 @@ struct SendCommand: PeerCommand {
     var options: PeerOptions
 
     init(_ parsed: MultipeerTool.Send) throws(UsageError) {
-        options = try PeerOptions(discovery: parsed.discovery, connection: parsed.connection)
+        options = try PeerOptions(
+            discovery: parsed.discovery, connection: parsed.connection, wideArea: parsed.wideArea, relay: parsed.relay)
         guard let to = parsed.to else { throw UsageError("--to NAME is required") }
         peerName = to
         service = parsed.service ?? FilesCommand.defaultService
@@ -198,7 +199,8 @@ struct ReceiveCommand: PeerCommand {
     var options: PeerOptions
 
     init(_ parsed: MultipeerTool.Receive) throws(UsageError) {
-        options = try PeerOptions(discovery: parsed.discovery, connection: parsed.connection)
+        options = try PeerOptions(
+            discovery: parsed.discovery, connection: parsed.connection, wideArea: parsed.wideArea, relay: parsed.relay)
         directory = parsed.dir ?? FileManager.default.currentDirectoryPath
         yes = parsed.yes
         keepGoing = parsed.keepGoing

@@ -46,16 +46,48 @@ public actor PeerNetwork {
             return configuration
         }
 
+        /// What reading the environment found wrong; a network made with it refuses to start, saying this.
+        var environmentProblem: String?
+
         /// What the environment asks for, for programs that take no options (such as apps on the
         /// compatibility modules): `MULTIPEER_LOOPBACK=1` is ``loopback``; `MULTIPEER_INTERFACE=eth0,wlan0`
-        /// discovers on those interfaces only; otherwise all interfaces.
+        /// discovers on those interfaces only; otherwise all interfaces. Beyond the link:
+        /// `MULTIPEER_DOMAIN=example.org` and/or `MULTIPEER_DNS_SERVER=ADDRESS[:PORT]` turn on wide-area DNS-SD
+        /// (``wideArea``; the server defaults to `/etc/resolv.conf`'s, the domain to enumeration), with
+        /// `MULTIPEER_DNS_KEY=FILE` to register; `MULTIPEER_RELAY=HOST:PORT` with `MULTIPEER_RELAY_USER=NAME` and
+        /// `MULTIPEER_RELAY_PASSWORD_FILE=FILE` adds a relay (``relay``). A value that cannot work (a key file
+        /// others can read, say) makes the network refuse to start with the reason.
         /// - Parameter environment: The environment to read; the process's by default.
         public static func fromEnvironment(_ environment: [String: String]? = nil) -> Configuration {
             let environment = environment ?? ProcessInfo.processInfo.environment
-            if environment["MULTIPEER_LOOPBACK"] == "1" { return .loopback }
-            var configuration = Configuration()
-            let names = (environment["MULTIPEER_INTERFACE"] ?? "").split(separator: ",").map(String.init)
-            if !names.isEmpty { configuration.discovery.interfaces = .named(names) }
+            var configuration: Configuration
+            if environment["MULTIPEER_LOOPBACK"] == "1" {
+                configuration = .loopback
+            } else {
+                configuration = Configuration()
+                let names = (environment["MULTIPEER_INTERFACE"] ?? "").split(separator: ",").map(String.init)
+                if !names.isEmpty { configuration.discovery.interfaces = .named(names) }
+            }
+            let domain = environment["MULTIPEER_DOMAIN"].flatMap { $0.isEmpty ? nil : $0 }
+            let server = environment["MULTIPEER_DNS_SERVER"].flatMap { $0.isEmpty ? nil : $0 }
+            let key = environment["MULTIPEER_DNS_KEY"].flatMap { $0.isEmpty ? nil : $0 }
+            if domain != nil || server != nil || key != nil {
+                do {
+                    configuration.wideArea = try WideAreaConfiguration(domain: domain, server: server, keyFile: key)
+                } catch {
+                    configuration.environmentProblem = "MULTIPEER_DOMAIN, MULTIPEER_DNS_SERVER, MULTIPEER_DNS_KEY: "
+                        + error.reason
+                }
+            }
+            if let relay = environment["MULTIPEER_RELAY"], !relay.isEmpty {
+                do {
+                    configuration.relay = try RelayConfiguration(
+                        relay: relay, username: environment["MULTIPEER_RELAY_USER"],
+                        passwordFile: environment["MULTIPEER_RELAY_PASSWORD_FILE"])
+                } catch {
+                    configuration.environmentProblem = "MULTIPEER_RELAY: \(error.reason)"
+                }
+            }
             return configuration
         }
     }
@@ -132,8 +164,12 @@ public actor PeerNetwork {
     /// - Parameters:
     ///   - configuration: Interfaces and listening addresses.
     ///   - loop: An event loop to use instead of a new one.
-    /// - Throws: ``SessionError`` with code `unavailable` when the event loop cannot start.
+    /// - Throws: ``SessionError`` with code `unavailable` when the event loop cannot start, `invalidParameter` when
+    ///   the wide-area or relay settings (or the environment they were read from) cannot work.
     public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) throws(SessionError) {
+        if let problem = configuration.environmentProblem {
+            throw SessionError(.invalidParameter, "the environment's network settings cannot work: \(problem)")
+        }
         self.configuration = configuration
         if let loop {
             self.loop = loop
@@ -179,7 +215,7 @@ public actor PeerNetwork {
     /// particular ones; otherwise every address of the interfaces discovery uses (all that are up, or the named
     /// ones), but loopback (unless discovery is pinned to it) and link-local addresses, which mean nothing beyond
     /// the link.
-    static func advertisedAddresses(_ configuration: Configuration) -> [IPAddress] {
+    package static func advertisedAddresses(_ configuration: Configuration) -> [IPAddress] {
         let specific = configuration.listenAddresses.filter { address in
             switch address {
             case .v4(let v4): v4 != .any

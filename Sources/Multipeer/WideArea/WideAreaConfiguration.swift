@@ -133,3 +133,33 @@ public struct WideAreaConfiguration: Sendable, Hashable {
         return resolverSettings(String(decoding: data, as: UTF8.self))
     }
 }
+
+extension WideAreaConfiguration {
+    /// A configuration from the words a user writes (the tool's `--domain`, `--dns-server`, `--dns-key`, or the
+    /// environment's `MULTIPEER_DOMAIN`, `MULTIPEER_DNS_SERVER`, `MULTIPEER_DNS_KEY`).
+    /// - Parameters:
+    ///   - domain: The domain; nil finds one by domain enumeration under `/etc/resolv.conf`'s domain.
+    ///   - server: `ADDRESS[:PORT]`; nil uses `/etc/resolv.conf`'s first nameserver.
+    ///   - keyFile: A file holding `hmac-sha256:KEYNAME:BASE64SECRET`, readable by its owner only; nil browses
+    ///     without registering.
+    /// - Throws: ``WideAreaError`` with `invalidConfiguration` saying which word is wrong.
+    public init(domain: String?, server: String?, keyFile: String?) throws(WideAreaError) {
+        let parsedDomain: DNSName?
+        do {
+            parsedDomain = try domain.map { text throws(DNSNameError) in try DNSName(text) }
+        } catch {
+            throw WideAreaError(.invalidConfiguration, "the domain '\(domain ?? "")' is not a DNS name: \(error)")
+        }
+        let address: SocketAddress
+        if let server {
+            address = try Self.serverAddress(server)
+        } else if let system = Self.systemResolverSettings().server {
+            address = system
+        } else {
+            throw WideAreaError(
+                .invalidConfiguration, "no DNS server is given and /etc/resolv.conf names no nameserver")
+        }
+        let key = try keyFile.map { path throws(WideAreaError) in try TSIGKey.load(contentsOf: path) }
+        self.init(domain: parsedDomain, server: address, key: key)
+    }
+}

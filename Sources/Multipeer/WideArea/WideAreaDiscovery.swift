@@ -1,13 +1,13 @@
-internal import Logging
-internal import MulticastDNS
-internal import MultipeerIO
+package import Logging
+package import MulticastDNS
+package import MultipeerIO
 internal import Synchronization
 
 /// Wide-area DNS-SD for one network: finds the domains (given, or by RFC 6763 section 11 enumeration) and the
 /// zone to update, keeps this peer's registrations (registered at once, refreshed at a third of their lease,
 /// removed when they stop), and runs polling browsers. Failures are logged and reported once per change on the
 /// network's events; multicast DNS on the link goes on regardless.
-actor WideAreaDiscovery {
+package actor WideAreaDiscovery {
     /// The domains in use.
     struct Domains: Sendable {
         /// Where this peer registers (nil: browse only).
@@ -40,7 +40,7 @@ actor WideAreaDiscovery {
         var registered = false
     }
 
-    init(
+    package init(
         configuration: WideAreaConfiguration, loop: EventLoop, logger: Logger,
         addresses: @escaping @Sendable () -> [IPAddress], report: @escaping @Sendable (PeerNetwork.Event) -> Void
     ) {
@@ -135,7 +135,7 @@ actor WideAreaDiscovery {
     // MARK: Registrations
 
     /// Registers a service now and keeps it registered until ``unregister(_:)``; returns its handle.
-    func register(
+    package func register(
         serviceType: ServiceType, instance: String, host: String, port: UInt16, txt: [[UInt8]]
     ) async -> Int {
         nextID += 1
@@ -150,14 +150,14 @@ actor WideAreaDiscovery {
     }
 
     /// Replaces a registration's TXT record (the application's discovery info, or the relayed address).
-    func update(_ id: Int, txt: [[UInt8]]) async {
+    package func update(_ id: Int, txt: [[UInt8]]) async {
         guard registrations[id] != nil else { return }
         registrations[id]?.records.txt = txt
         await refresh(id)
     }
 
     /// Removes a registration from the zone (at most the client's tries; a failure is reported).
-    func unregister(_ id: Int) async {
+    package func unregister(_ id: Int) async {
         guard let registration = registrations.removeValue(forKey: id) else { return }
         if registrations.isEmpty {
             refresher?.cancel()
@@ -231,7 +231,7 @@ actor WideAreaDiscovery {
     // MARK: Browsing
 
     /// Starts polling for a service type in every browsing domain; the events end when the browse is stopped.
-    nonisolated func browse(_ type: ServiceType, bufferLimit: Int) -> WideAreaBrowse {
+    package nonisolated func browse(_ type: ServiceType, bufferLimit: Int) -> WideAreaBrowse {
         let (events, sink) = AsyncStream<ServiceBrowserEvent>.makeStream(
             bufferingPolicy: .bufferingOldest(bufferLimit))
         let task = Task { [weak self] in
@@ -307,7 +307,7 @@ actor WideAreaDiscovery {
     }
 
     /// Stops refreshing and browsing; registrations still held are removed from the zone.
-    func shutdown() async {
+    package func shutdown() async {
         for id in registrations.keys.sorted() { await unregister(id) }
         isShutDown = true
         refresher?.cancel()
@@ -316,11 +316,11 @@ actor WideAreaDiscovery {
 }
 
 /// A running wide-area browse.
-struct WideAreaBrowse: Sendable {
+package struct WideAreaBrowse: Sendable {
     /// Found, updated and lost, as multicast DNS reports them (addresses carry the domain as their interface).
-    let events: AsyncStream<ServiceBrowserEvent>
+    package let events: AsyncStream<ServiceBrowserEvent>
     let task: Task<Void, Never>
 
     /// Stops polling; ``events`` ends.
-    func stop() { task.cancel() }
+    package func stop() { task.cancel() }
 }
