@@ -12,6 +12,10 @@ extension NetLab {
         /// The host's unique local IPv6 address (without prefix length; the prefix is /64), nil if the lab has
         /// no IPv6.
         public let ipv6: String?
+        /// The subnet (bridge) the host is on: 0 in a flat lab.
+        public let subnet: Int
+        /// The router's address on the host's subnet, its default route, in a routed lab.
+        public let gateway: String?
 
         /// A textual representation of this host.
         public var description: String {

@@ -24,8 +24,12 @@ public final class NetLab: Sendable {
     public let id: String
     /// The namespace holding the bridge.
     public let switchNamespace: String
-    /// The first three octets of the lab's IPv4 /24, e.g. `198.18.7`.
+    /// The first three octets of the lab's IPv4 /24, e.g. `198.18.7` (of its first subnet, in a routed lab).
     public let ipv4Prefix: String
+    /// The first three octets of each subnet's /24: one for a flat lab; one per bridge of a routed lab.
+    public let subnetPrefixes: [String]
+    /// Whether the switch namespace routes between subnets (``createRouted(subnets:)``).
+    public let isRouted: Bool
     /// The lab's IPv6 /64 (the first four groups, e.g. `fd12:3456:789a:1`), nil without IPv6.
     public let ipv6Prefix: String?
 
@@ -39,11 +43,13 @@ public final class NetLab: Sendable {
 
     private let state = Mutex(State())
 
-    private init(id: String, ipv4Prefix: String, ipv6Prefix: String?) {
+    private init(id: String, subnetPrefixes: [String], ipv6Prefix: String?, routed: Bool) {
         self.id = id
         self.switchNamespace = "\(Self.namePrefix)\(id)-sw"
-        self.ipv4Prefix = ipv4Prefix
+        self.ipv4Prefix = subnetPrefixes[0]
+        self.subnetPrefixes = subnetPrefixes
         self.ipv6Prefix = ipv6Prefix
+        isRouted = routed
     }
 
     deinit { teardown() }
@@ -107,12 +113,12 @@ public final class NetLab: Sendable {
                 format: "fd%02x:%x:%x:%x", UInt8.random(in: 0...255), UInt16.random(in: 0...UInt16.max),
                 UInt16.random(in: 0...UInt16.max), UInt16.random(in: 0...UInt16.max))
             : nil
-        let lab = NetLab(id: id, ipv4Prefix: ipv4Prefix, ipv6Prefix: ipv6Prefix)
+        let lab = NetLab(id: id, subnetPrefixes: [ipv4Prefix], ipv6Prefix: ipv6Prefix, routed: false)
         do {
             var script = lab.switchScript()
-            for index in 0..<hosts { script += lab.hostScript(index: index) }
+            for index in 0..<hosts { script += lab.hostScript(index: index, subnet: 0) }
             try ProcessLauncher.check("/bin/sh", ["-ec", script])
-            lab.state.withLock { s in s.hosts = (0..<hosts).map { lab.makeHost(index: $0) } }
+            lab.state.withLock { s in s.hosts = (0..<hosts).map { lab.makeHost(index: $0, subnet: 0) } }
             if hosts >= 2 {
                 guard try lab.isReachable(from: 0, to: 1, attempts: 20) else {
                     throw NetLabError.noConnectivity("host 0 cannot reach host 1 at \(lab.hosts[1].ipv4)")
@@ -131,12 +137,14 @@ public final class NetLab: Sendable {
     /// Adds one host to the running lab (to test interfaces and peers appearing).
     /// - Returns: The new host, whose index is the previous host count.
     /// - Throws: ``NetLabError`` if a setup command fails.
+    /// - Parameter subnet: The subnet it joins (0 in a flat lab).
     @discardableResult
-    public func addHost() throws -> Host {
+    public func addHost(subnet: Int = 0) throws -> Host {
         let index = hosts.count
         precondition(index < Self.maximumHosts, "a lab has at most \(Self.maximumHosts) hosts")
-        try ProcessLauncher.check("/bin/sh", ["-ec", hostScript(index: index)])
-        let host = makeHost(index: index)
+        precondition(subnetPrefixes.indices.contains(subnet), "the lab has \(subnetPrefixes.count) subnets")
+        try ProcessLauncher.check("/bin/sh", ["-ec", hostScript(index: index, subnet: subnet)])
+        let host = makeHost(index: index, subnet: subnet)
         state.withLock { $0.hosts.append(host) }
         return host
     }
@@ -149,22 +157,22 @@ public final class NetLab: Sendable {
         try ProcessLauncher.check(Self.ipPath!, ["-n", ns, "link", "set", Self.interfaceName, "down"])
     }
 
-    /// Brings a host's `lab0` back up and restores what a link-down removes (the multicast route).
+    /// Brings a host's `lab0` back up and restores what a link-down removes (the multicast route, and in a routed
+    /// lab the default route).
     /// - Parameter host: The host index.
     /// - Throws: ``NetLabError`` if `ip` fails.
     public func setLinkUp(host: Int) throws {
-        let ns = try self.host(host).namespace
+        let entry = try self.host(host)
+        let ns = entry.namespace
         let ip = Self.ipPath!
         let lab0 = Self.interfaceName
-        try ProcessLauncher.check(
-            "/bin/sh",
-            [
-                "-ec",
-                """
-                \(ip) -n \(ns) link set \(lab0) up
-                \(ip) -n \(ns) route replace 224.0.0.0/4 dev \(lab0)
-                """,
-            ])
+        var script = """
+            \(ip) -n \(ns) link set \(lab0) up
+            \(ip) -n \(ns) route replace 224.0.0.0/4 dev \(lab0)
+
+            """
+        if let gateway = entry.gateway { script += "\(ip) -n \(ns) route replace default via \(gateway)\n" }
+        try ProcessLauncher.check("/bin/sh", ["-ec", script])
     }
 
     // MARK: Processes
@@ -184,7 +192,16 @@ public final class NetLab: Sendable {
         host: Int, _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
         interactive: Bool = false
     ) throws -> LabProcess {
-        let ns = try self.host(host).namespace
+        try spawn(
+            namespace: try self.host(host).namespace, executable, arguments, environment: environment,
+            interactive: interactive)
+    }
+
+    /// Starts a tracked process in one of the lab's namespaces (a host's, or the router's).
+    func spawn(
+        namespace ns: String, _ executable: String, _ arguments: [String], environment: [String: String]?,
+        interactive: Bool
+    ) throws -> LabProcess {
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment ?? [:] { env[key] = value }
         return try state.withLock { s in
@@ -266,6 +283,14 @@ public final class NetLab: Sendable {
         try? FileManager.default.removeItem(at: dataRoot)
     }
 
+    /// A routed lab (see ``createRouted(subnets:)``), not yet built.
+    convenience init(routedID id: String, subnetPrefixes: [String]) {
+        self.init(id: id, subnetPrefixes: subnetPrefixes, ipv6Prefix: nil, routed: true)
+    }
+
+    /// Records the hosts a creation made.
+    func setHosts(_ hosts: [Host]) { state.withLock { $0.hosts = hosts } }
+
     /// Where the lab's processes keep their data (removed at teardown).
     private var dataRoot: URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("\(Self.namePrefix)\(id)-data", isDirectory: true)
@@ -279,29 +304,38 @@ public final class NetLab: Sendable {
         return hosts[index]
     }
 
-    private func makeHost(index: Int) -> Host {
+    func makeHost(index: Int, subnet: Int) -> Host {
         Host(
             index: index, namespace: "\(Self.namePrefix)\(id)-h\(index)", interfaceName: Self.interfaceName,
-            ipv4: "\(ipv4Prefix).\(index + 10)", ipv6: ipv6Prefix.map { "\($0)::\(index + 10)" })
+            ipv4: "\(subnetPrefixes[subnet]).\(index + 10)", ipv6: ipv6Prefix.map { "\($0)::\(index + 10)" },
+            subnet: subnet, gateway: isRouted ? routerAddress(subnet: subnet) : nil)
     }
 
-    private func switchScript() -> String {
+    func switchScript() -> String {
         let ip = Self.ipPath!
         let sw = switchNamespace
-        return """
+        var script = """
             \(ip) netns add \(sw)
             \(ip) netns exec \(sw) /bin/sh -c 'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
             echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6'
             \(ip) -n \(sw) link set lo up
-            \(ip) -n \(sw) link add br0 type bridge mcast_snooping 0 forward_delay 0 stp_state 0
-            \(ip) -n \(sw) link set br0 up
 
             """
+        for subnet in subnetPrefixes.indices {
+            script += """
+                \(ip) -n \(sw) link add br\(subnet) type bridge mcast_snooping 0 forward_delay 0 stp_state 0
+                \(ip) -n \(sw) link set br\(subnet) up
+
+                """
+            if isRouted { script += "\(ip) -n \(sw) addr add \(routerAddress(subnet: subnet))/24 dev br\(subnet)\n" }
+        }
+        if isRouted { script += "\(ip) netns exec \(sw) /bin/sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'\n" }
+        return script
     }
 
-    private func hostScript(index: Int) -> String {
+    func hostScript(index: Int, subnet: Int) -> String {
         let ip = Self.ipPath!
-        let host = makeHost(index: index)
+        let host = makeHost(index: index, subnet: subnet)
         let ns = host.namespace
         let lab0 = Self.interfaceName
         let sysctls =
@@ -313,7 +347,7 @@ public final class NetLab: Sendable {
             \(ip) netns add \(ns)
             \(ip) netns exec \(ns) /bin/sh -c '\(sysctls)'
             \(ip) -n \(switchNamespace) link add h\(index) type veth peer name \(lab0) netns \(ns)
-            \(ip) -n \(switchNamespace) link set h\(index) master br0 up
+            \(ip) -n \(switchNamespace) link set h\(index) master br\(subnet) up
             \(ip) -n \(ns) link set lo up
             \(ip) -n \(ns) addr add \(host.ipv4)/24 dev \(lab0)
 
@@ -324,6 +358,7 @@ public final class NetLab: Sendable {
             \(ip) -n \(ns) route add 224.0.0.0/4 dev \(lab0)
 
             """
+        if let gateway = host.gateway { script += "\(ip) -n \(ns) route add default via \(gateway)\n" }
         return script
     }
 }

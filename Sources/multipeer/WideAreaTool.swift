@@ -36,7 +36,8 @@ struct WideAreaTool {
     /// hexadecimal digits (as multicast DNS names hosts), so two tools on one host never share one.
     static func hostLabel() -> String {
         let name = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host"
-        let cleaned = String(name.lowercased().filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(40))
+        let cleaned = String(
+            name.lowercased().filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(40))
         return (cleaned.isEmpty ? "host" : cleaned) + "-" + String(format: "%06x", UInt32.random(in: 0...0xFF_FFFF))
     }
 

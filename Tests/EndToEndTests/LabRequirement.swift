@@ -1,5 +1,6 @@
 import Foundation
 import NetLab
+import TestIsolation
 
 /// Something an end-to-end test needs from the machine, and the sentence its skip prints when it is missing.
 ///
@@ -24,6 +25,9 @@ enum LabRequirement: Sendable {
     case dbusDaemon
     /// `tmux` (driving the full-screen interfaces).
     case tmux
+    /// Knot DNS with `kdig` and `knsupdate` (knot, knot-dnsutils), coturn's `turnserver` (coturn) and `iptables`
+    /// (iptables): the routed lab's servers and firewall.
+    case wideAreaServers
 
     /// Why this requirement is not met here, or nil if it is. Each check runs once per test process.
     var unmetReason: String? {
@@ -36,6 +40,7 @@ enum LabRequirement: Sendable {
         case .avahiBrowse: Self.avahiBrowseReason
         case .dbusDaemon: Self.dbusDaemonReason
         case .tmux: Self.tmuxReason
+        case .wideAreaServers: Self.wideAreaReason
         }
     }
 
@@ -68,6 +73,9 @@ enum LabRequirement: Sendable {
     private static let avahiBrowseReason = executableReason("avahi-browse", package: "avahi-utils")
     private static let dbusDaemonReason = executableReason("dbus-daemon", package: "dbus")
     private static let tmuxReason = executableReason("tmux", package: "tmux")
+    private static let wideAreaReason =
+        KnotServer.unavailableReason ?? TurnServer.unavailableReason
+        ?? executableReason("iptables", package: "iptables")
 
     /// Nil if `name` is an executable on `PATH`; otherwise says which package provides it, or, when it is
     /// installed in a directory `PATH` lacks (a non-login root shell without `/usr/sbin`), where it is.

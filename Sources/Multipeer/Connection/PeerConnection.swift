@@ -94,6 +94,10 @@ public final class PeerConnection: Sendable {
         try await connect(to: address, expecting: expecting, configuration: configuration, loop: loop) {
             _, completion in
             relay.connect(to: address) { result in
+                if case .success = result {
+                    configuration.logger.area(.connection).info(
+                        "\(address): reached through the relay \(relay.configuration.server)")
+                }
                 completion(
                     result.mapError { error in
                         ConnectionError(

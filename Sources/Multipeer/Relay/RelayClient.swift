@@ -210,7 +210,9 @@ final class RelayClient: @unchecked Sendable {
             case .incoming(let peer, let bind, _):
                 bindData(bind) { [self] result in
                     switch result {
-                    case .success(let (connection, rest)): onIncoming(connection, rest, peer)
+                    case .success(let (connection, rest)):
+                        logger.info("relay \(configuration.server): a connection from \(peer) came through the relay")
+                        onIncoming(connection, rest, peer)
                     case .failure(let error):
                         logger.warning("relay: an incoming connection from \(peer) could not be bound: \(error.reason)")
                     }

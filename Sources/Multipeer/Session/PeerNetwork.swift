@@ -75,7 +75,8 @@ public actor PeerNetwork {
                 do {
                     configuration.wideArea = try WideAreaConfiguration(domain: domain, server: server, keyFile: key)
                 } catch {
-                    configuration.environmentProblem = "MULTIPEER_DOMAIN, MULTIPEER_DNS_SERVER, MULTIPEER_DNS_KEY: "
+                    configuration.environmentProblem =
+                        "MULTIPEER_DOMAIN, MULTIPEER_DNS_SERVER, MULTIPEER_DNS_KEY: "
                         + error.reason
                 }
             }
@@ -126,6 +127,8 @@ public actor PeerNetwork {
     /// share a network: one's invitation is not another's).
     private var outgoing: [Pair: Int] = [:]
     private var outgoingWaiters: [Pair: [CheckedContinuation<Void, Never>]] = [:]
+    /// Advertisers waiting for their listener's first allocation outcome, by listener.
+    private var relayWaiters: [ListenerKey: [CheckedContinuation<Void, Never>]] = [:]
 
     struct Pair: Hashable {
         let from: PeerFingerprint
@@ -158,6 +161,8 @@ public actor PeerNetwork {
         var relay: RelayClient?
         /// Its relayed address, while it has one.
         var relayed: SocketAddress?
+        /// Whether the allocation has had an outcome (allocated or failed) yet.
+        var relaySettled = false
     }
 
     /// Creates a network with its own event loop.
@@ -419,14 +424,32 @@ public actor PeerNetwork {
             listeners[key]?.relayed = nil
             eventSink.yield(.relayFailed(error, retry: retry))
         }
+        listeners[key]?.relaySettled = true
+        for waiter in relayWaiters.removeValue(forKey: key) ?? [] { waiter.resume() }
         let relayed = listeners[key]?.relayed
         for (advertiserKey, advertiser) in advertisers where advertiserKey.listener == key {
             advertiser.relayChanged(relayed)
         }
     }
 
-    /// The relayed address of the listener for these settings, while its allocation holds.
-    func relayedAddress(for key: ListenerKey) -> SocketAddress? { listeners[key]?.relayed }
+    /// The relayed address of the listener for these settings, while its allocation holds. A listener whose first
+    /// allocation is still being made is waited for, at most `patience`: an advertisement that has its relayed
+    /// address from the start is dialed through it by the first browser that finds it.
+    func relayedAddress(for key: ListenerKey, patience: Duration = .seconds(3)) async -> SocketAddress? {
+        guard let entry = listeners[key], entry.relay != nil else { return nil }
+        if !entry.relaySettled {
+            let timer = SessionTimer(after: patience, on: loop) { [weak self] in
+                Task { await self?.stopWaitingForRelay(key) }
+            }
+            await withCheckedContinuation { relayWaiters[key, default: []].append($0) }
+            timer.cancel()
+        }
+        return listeners[key]?.relayed
+    }
+
+    private func stopWaitingForRelay(_ key: ListenerKey) {
+        for waiter in relayWaiters.removeValue(forKey: key) ?? [] { waiter.resume() }
+    }
 
     // MARK: Registration
 
@@ -499,6 +522,8 @@ public actor PeerNetwork {
         stack = nil
         for waiters in outgoingWaiters.values { for waiter in waiters { waiter.resume() } }
         outgoingWaiters = [:]
+        for waiters in relayWaiters.values { for waiter in waiters { waiter.resume() } }
+        relayWaiters = [:]
         if ownsLoop { loop.shutdown() }
     }
 }
