@@ -158,9 +158,10 @@ struct TURNClientStateMachine {
             return indication(message)
         }
         guard let entry = pending[message.transactionID] else { return [] }  // not ours (or answered already)
-        if entry.authenticated, let key, message.messageClass == .success || message.errorCode?.code != 401,
-            !STUNMessage.verifiesIntegrity(bytes, key: key)
-        {
+        // A challenge (401) or a stale nonce (438) comes unsigned: the relay asks for (new) credentials, and
+        // answering it costs only a resend of our own signed request. Anything else must verify under our key.
+        let challenge = message.messageClass == .error && [401, 438].contains(message.errorCode?.code ?? 0)
+        if entry.authenticated, let key, !challenge, !STUNMessage.verifiesIntegrity(bytes, key: key) {
             return []  // not from the relay that holds our key: the request times out
         }
         pending[message.transactionID] = nil
