@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Fuzzes a decoder with libFuzzer for a number of seconds (default 300):
-# `scripts/fuzz.sh [SECONDS] [dns|wire|handshake|record]`, the mDNS message decoder (default), the peer-connection
-# frame decoder, the connection setup (preamble and hello parsers with the plaintext connection state machine
-# behind them), or the TLS record layer (parsing, AEAD, round trips and tampering).
+# `scripts/fuzz.sh [SECONDS] [dns|wire|handshake|record|unicast|turn]`, the mDNS message decoder (default), the
+# peer-connection frame decoder, the connection setup (preamble and hello parsers with the plaintext connection state
+# machine behind them), the TLS record layer (parsing, AEAD, round trips and tampering), a DNS server's answers to a
+# wide-area peer (unicast limits, transaction signatures, what a poll reads), or a TURN relay's STUN messages (the
+# codec and the client's state machine).
 # Crash inputs land in fuzz-artifacts/; the script exits non-zero if libFuzzer finds one.
 # Replay a corpus or an artifact without sanitizers: swift run mdns-fuzz Fuzz/corpus/dns fuzz-artifacts
 set -euo pipefail
 
 duration="${1:-300}"
 target="${2:-dns}"
-case "$target" in dns | wire | handshake | record) ;; *) echo "usage: scripts/fuzz.sh [SECONDS] [dns|wire|handshake|record]" >&2; exit 64 ;; esac
+case "$target" in dns | wire | handshake | record | unicast | turn) ;; *) echo "usage: scripts/fuzz.sh [SECONDS] [dns|wire|handshake|record|unicast|turn]" >&2; exit 64 ;; esac
 cd "$(dirname "$0")/.."
 source scripts/mirrors.sh
 use_package_mirrors
@@ -30,6 +32,9 @@ fi
 corpus=.build-fuzz/corpus/$target
 mkdir -p "$corpus" fuzz-artifacts
 
+# A TCP answer may be 65,535 bytes; the other targets' inputs are datagrams or records of at most 9000.
+max_len=9000
+[ "$target" = unicast ] && max_len=65535
 MULTIPEER_FUZZ_TARGET=$target SWIFT_BACKTRACE=enable=no .build-fuzz/release/mdns-fuzz \
-    -max_total_time="$duration" -max_len=9000 -print_final_stats=1 \
+    -max_total_time="$duration" -max_len=$max_len -print_final_stats=1 \
     -artifact_prefix=fuzz-artifacts/ "$corpus" "$seeds"

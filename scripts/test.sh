@@ -55,4 +55,6 @@ if [[ -x scripts/fuzz.sh ]]; then
     time scripts/fuzz.sh 20 wire
     time scripts/fuzz.sh 20 handshake
     time scripts/fuzz.sh 20 record
+    time scripts/fuzz.sh 20 unicast
+    time scripts/fuzz.sh 20 turn
 fi

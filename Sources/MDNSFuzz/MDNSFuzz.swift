@@ -48,14 +48,17 @@ enum FuzzOracle {
         case "wire": WireFuzzOracle.check(bytes)
         case "handshake": HandshakeFuzzHarness.check(bytes)
         case "record": RecordFuzzHarness.check(bytes)
+        case "unicast": WideAreaFuzzHarness.check(bytes)
+        case "turn": RelayFuzzHarness.check(bytes)
         default: FuzzOracle.check(bytes)
         }
         return 0
     }
 
     /// `MULTIPEER_FUZZ_TARGET=wire` fuzzes the wire-frame decoder, `handshake` the preamble and hello parsers
-    /// with the connection state machine behind them, `record` the TLS record layer, anything else the mDNS
-    /// decoder.
+    /// with the connection state machine behind them, `record` the TLS record layer, `unicast` a DNS server's
+    /// answers (unicast limits, transaction signatures, what a wide-area poll reads), `turn` a relay's STUN
+    /// messages (the codec and the TURN client), anything else the mDNS decoder.
     nonisolated(unsafe) let fuzzTarget = getenv("MULTIPEER_FUZZ_TARGET").map { String(cString: $0) } ?? "dns"
 
     /// libFuzzer's driver (compiler-rt, LLVM 11 and later).
@@ -87,11 +90,15 @@ enum FuzzOracle {
             let wire = arguments.contains("--wire")
             let handshake = arguments.contains("--handshake")
             let record = arguments.contains("--record")
-            arguments.removeAll { $0 == "--wire" || $0 == "--handshake" || $0 == "--record" }
+            let unicast = arguments.contains("--unicast")
+            let turn = arguments.contains("--turn")
+            arguments.removeAll { ["--wire", "--handshake", "--record", "--unicast", "--turn"].contains($0) }
             let seedWriters: [String: (name: String, seeds: () -> [[UInt8]])] = [
                 "--write-record-seeds": ("record", RecordFuzzHarness.seeds),
                 "--write-handshake-seeds": ("handshake", HandshakeFuzzHarness.seeds),
                 "--write-wire-seeds": ("wire", WireFuzzOracle.seeds),
+                "--write-unicast-seeds": ("unicast", WideAreaFuzzHarness.seeds),
+                "--write-turn-seeds": ("turn", RelayFuzzHarness.seeds),
             ]
             if let option = arguments.first, let writer = seedWriters[option], arguments.count == 2 {
                 try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
@@ -117,9 +124,10 @@ enum FuzzOracle {
             }
             if files.isEmpty {
                 print(
-                    "usage: mdns-fuzz [--wire|--handshake|--record] FILE_OR_DIRECTORY... | "
+                    "usage: mdns-fuzz [--wire|--handshake|--record|--unicast|--turn] FILE_OR_DIRECTORY... | "
                         + "mdns-fuzz --write-wire-seeds DIR | mdns-fuzz --write-handshake-seeds DIR | "
-                        + "mdns-fuzz --write-record-seeds DIR")
+                        + "mdns-fuzz --write-record-seeds DIR | mdns-fuzz --write-unicast-seeds DIR | "
+                        + "mdns-fuzz --write-turn-seeds DIR")
                 exit(64)
             }
             var decoded = 0
@@ -130,6 +138,12 @@ enum FuzzOracle {
                     decoded += 1
                 } else if record {
                     RecordFuzzHarness.check(Array(data))
+                    decoded += 1
+                } else if unicast {
+                    WideAreaFuzzHarness.check(Array(data))
+                    decoded += 1
+                } else if turn {
+                    RelayFuzzHarness.check(Array(data))
                     decoded += 1
                 } else if wire ? WireFuzzOracle.check(Array(data)) : FuzzOracle.check(Array(data)) {
                     decoded += 1

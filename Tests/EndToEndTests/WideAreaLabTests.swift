@@ -210,6 +210,40 @@ struct WideAreaLabTests {
         }
     }
 
+    @Test(.requires(.netLab, .wideAreaServers))
+    func anAppleStyleAppReadsTheServersFromTheEnvironment() async throws {
+        // The tutorials' ConnectedColors, unchanged, on two subnets cut off from each other: the environment names
+        // the DNS server, its key and the relay, and the two find each other through the one and link through the
+        // other.
+        try await Self.withServers(subnets: [1, 1]) { servers in
+            let lab = servers.lab
+            try lab.separateSubnets()
+            let binary = try MultipeerBinary.require(named: "ConnectedColors")
+            let environment = [
+                "MULTIPEER_INTERFACE": NetLab.interfaceName, "MULTIPEER_DOMAIN": "lab.test",
+                "MULTIPEER_DNS_SERVER": servers.router, "MULTIPEER_DNS_KEY": servers.keyFile,
+                "MULTIPEER_RELAY": "\(servers.router):\(servers.turn.port)",
+                "MULTIPEER_RELAY_USER": servers.turn.username,
+                "MULTIPEER_RELAY_PASSWORD_FILE": servers.passwordFile, "MULTIPEER_LOG": "info",
+            ]
+            func home(_ name: String) throws -> [String: String] {
+                let folder = servers.folder.appendingPathComponent("home-\(name)")
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                return ["HOME": folder.path, "XDG_CONFIG_HOME": folder.path, "XDG_DATA_HOME": folder.path]
+            }
+            let ann = try lab.spawn(
+                host: 0, binary, ["Ann"], environment: environment.merging(try home("Ann")) { $1 }, interactive: true)
+            let ben = try lab.spawn(
+                host: 1, binary, ["Ben"], environment: environment.merging(try home("Ben")) { $1 }, interactive: true)
+            await Self.expect(ann, "connected: Ben", within: .seconds(60))
+            await Self.expect(ben, "connected: Ann", within: .seconds(60))
+            #expect(ann.writeLine("yellow"))
+            await Self.expect(ben, "color yellow")
+            #expect((ann.standardError + ben.standardError).contains("through the relay"))
+            await Self.leave(ann, ben)
+        }
+    }
+
     @Test(.requires(.netLab, .discoveryCLI, .wideAreaServers))
     func aWrongKeyIsRefusedWithTheReasonAndTheLinkStillWorks() async throws {
         try await Self.withServers(subnets: [2, 1]) { servers in
