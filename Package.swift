@@ -122,6 +122,7 @@ let package = Package(
             name: "MultipeerTests",
             dependencies: [
                 "Multipeer", "MultipeerIO", "COpenSSL", "MultipeerConnectivity", "PeerConnectivity", "TestIsolation",
+                "NetLab",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
 import MultipeerIO
+import NetLab
 import TestIsolation
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import MulticastDNS
 import MultipeerIO
+import NetLab
 import TestIsolation
 import Testing
 

@@ -1,11 +1,15 @@
 public import Foundation
 
-/// A coturn TURN relay (Debian `coturn`) for one test: long-term credentials for one user, TCP relaying, no TLS,
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A coturn TURN relay (Debian `coturn`) for one test or benchmark: long-term credentials for one user, TCP relaying, no TLS,
 /// configured in a temporary folder, listening where the test says (loopback, or an address inside a lab
 /// namespace when started through `prefix`), stopped and removed by ``stop()``.
 public final class TurnServer: @unchecked Sendable {
     // Safety of @unchecked Sendable: every property is set in init and only read afterwards, but `output`, which
-    // only `stop()` writes; the process is Foundation's, whose methods may be called from any thread.
+    // only `stop()` writes; the process is a LabProcess, which is Sendable.
 
     /// Why coturn cannot run here (not installed), or nil.
     public static let unavailableReason: String? =
@@ -21,9 +25,7 @@ public final class TurnServer: @unchecked Sendable {
     public let password: String
     /// The folder holding its configuration and database.
     public let folder: URL
-    private let process: Process
-    private let exit: ProcessExit
-    private let log: Pipe
+    private let process: LabProcess
 
     /// Starts a relay.
     /// - Parameters:
@@ -69,18 +71,8 @@ public final class TurnServer: @unchecked Sendable {
 
             """
         try configuration.write(to: folder.appendingPathComponent("turn.conf"), atomically: true, encoding: .utf8)
-        process = Process()
-        let command =
-            prefix + [KnotServer.path(of: "turnserver")!, "-c", folder.appendingPathComponent("turn.conf").path]
-        process.executableURL = URL(
-            fileURLWithPath: command[0].hasPrefix("/") ? command[0] : KnotServer.path(of: command[0])!)
-        process.arguments = Array(command.dropFirst())
-        log = Pipe()
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        exit = ProcessExit(process)
-        try process.run()
+        let command = prefix + [KnotServer.path(of: "turnserver")!, "-c", folder.appendingPathComponent("turn.conf").path]
+        process = try ProcessLauncher.launch(KnotServer.resolve(command[0]), Array(command.dropFirst()))
         // Ready when it accepts TCP connections on its port.
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
@@ -100,10 +92,10 @@ public final class TurnServer: @unchecked Sendable {
 
     /// Stops the relay and removes its folder. Idempotent.
     public func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            exit.wait()
-            output = String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        if process.exitStatus == nil {
+            process.signal(SIGKILL)
+            _ = process.waitForExit(timeout: .seconds(10))
+            output = (process.lines + [process.standardError]).joined(separator: "\n")
         }
         try? FileManager.default.removeItem(at: folder)
     }
@@ -127,7 +119,7 @@ public final class TurnServer: @unchecked Sendable {
 
     /// Whether a TCP socket listens on `port` where `prefix` runs (`ss -ltn` there).
     static func listening(prefix: [String], port: UInt16) throws -> Bool {
-        let result = try KnotServer.run(prefix + ["ss", "-Hltn", "sport = :\(port)"], input: nil)
+        let result = try KnotServer.run(prefix + ["ss", "-Hltn", "sport = :\(port)"])
         return result.status == 0 && !result.stdout.isEmpty
     }
 }

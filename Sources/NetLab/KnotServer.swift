@@ -1,11 +1,15 @@
 public import Foundation
 
-/// A Knot DNS server (Debian `knot`) for one test: an authoritative zone that accepts updates signed with one
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A Knot DNS server (Debian `knot`) for one test or benchmark: an authoritative zone that accepts updates signed with one
 /// TSIG key, configured in a temporary folder, listening where the test says (loopback, or an address inside a
 /// lab namespace when started through `prefix`), stopped and removed by ``stop()``.
 public final class KnotServer: @unchecked Sendable {
-    // Safety of @unchecked Sendable: every property is set in init and only read afterwards; the process is
-    // Foundation's, whose methods may be called from any thread.
+    // Safety of @unchecked Sendable: every property is set in init and only read afterwards, but `output`, which
+    // only `stop()` writes; the process is a LabProcess, which is Sendable.
 
     /// Why Knot cannot run here (not installed), or nil.
     public static let unavailableReason: String? = {
@@ -28,9 +32,7 @@ public final class KnotServer: @unchecked Sendable {
     public let secret: String
     /// The folder holding the configuration, the zone file and the journal.
     public let folder: URL
-    private let process: Process
-    private let exit: ProcessExit
-    private let log: Pipe
+    private let process: LabProcess
 
     /// The key as `nsupdate -y` and the library's key files take it.
     public var keyLine: String { "hmac-sha256:\(keyName):\(secret)" }
@@ -93,18 +95,9 @@ public final class KnotServer: @unchecked Sendable {
             """
         try configuration.write(to: folder.appendingPathComponent("knot.conf"), atomically: true, encoding: .utf8)
         try zoneFile.write(to: folder.appendingPathComponent("zone"), atomically: true, encoding: .utf8)
-        process = Process()
         let knotd = Self.path(of: "knotd")!
         let command = prefix + [knotd, "-c", folder.appendingPathComponent("knot.conf").path]
-        process.executableURL = URL(
-            fileURLWithPath: command[0].hasPrefix("/") ? command[0] : Self.path(of: command[0])!)
-        process.arguments = Array(command.dropFirst())
-        log = Pipe()
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        exit = ProcessExit(process)
-        try process.run()
+        process = try ProcessLauncher.launch(Self.resolve(command[0]), Array(command.dropFirst()))
         // Ready when it answers for its zone.
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
@@ -117,7 +110,7 @@ public final class KnotServer: @unchecked Sendable {
 
     /// Runs `kdig @server` with `arguments`; returns its standard output.
     public func dig(_ arguments: [String], prefix: [String] = []) throws -> String {
-        try Self.run(prefix + [Self.path(of: "kdig")!, "@\(address)", "-p", "\(port)"] + arguments, input: nil).stdout
+        try Self.run(prefix + [Self.path(of: "kdig")!, "@\(address)", "-p", "\(port)"] + arguments).stdout
     }
 
     /// Runs `knsupdate` with the key and `commands` (the server and zone lines come first); returns the status
@@ -139,11 +132,11 @@ public final class KnotServer: @unchecked Sendable {
 
     /// Stops the server and removes its folder. Idempotent.
     public func stop() {
-        if process.isRunning {
+        if process.exitStatus == nil {
             // Nothing of its state is kept: SIGKILL ends it at once (SIGTERM takes it a second and a half).
-            kill(process.processIdentifier, SIGKILL)
-            exit.wait()
-            output = String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.signal(SIGKILL)
+            _ = process.waitForExit(timeout: .seconds(10))
+            output = (process.lines + [process.standardError]).joined(separator: "\n")
         }
         try? FileManager.default.removeItem(at: folder)
     }
@@ -160,26 +153,14 @@ public final class KnotServer: @unchecked Sendable {
         return nil
     }
 
-    static func run(_ command: [String], input: String?) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: command[0].hasPrefix("/") ? command[0] : path(of: command[0])!)
-        process.arguments = Array(command.dropFirst())
-        let out = Pipe()
-        let err = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
-        let (stdout, stderr) = try process.runToExit {
-            if let input {
-                stdin.fileHandleForWriting.write(Data(input.utf8))
-                try? stdin.fileHandleForWriting.close()
-            }
-            return (out.fileHandleForReading.readDataToEndOfFile(), err.fileHandleForReading.readDataToEndOfFile())
-        }
-        return (
-            process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
-        )
+    /// An executable's path: as given when absolute, else found in the system's directories.
+    static func resolve(_ name: String) -> String { name.hasPrefix("/") ? name : path(of: name) ?? name }
+
+    /// Runs a command to completion, with `input` on its standard input.
+    static func run(_ command: [String], input: String? = nil) throws -> (status: Int32, stdout: String, stderr: String)
+    {
+        try ProcessLauncher.run(
+            resolve(command[0]), Array(command.dropFirst()), stdin: input.map { Array($0.utf8) })
     }
 
     /// A TCP and UDP port free on 127.0.0.1 right now (bound and released; knotd binds it next).
@@ -208,7 +189,7 @@ public final class KnotServer: @unchecked Sendable {
     }
 }
 
-/// Why a ``KnotServer`` could not start.
+/// Why a ``KnotServer`` or ``TurnServer`` could not start.
 public struct KnotServerError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
