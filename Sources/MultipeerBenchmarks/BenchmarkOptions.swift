@@ -4,13 +4,15 @@ struct BenchmarkOptions {
         usage: multipeer-bench discovery [--runs N] [--quick] [--verbose] [--only LIST]
                multipeer-bench connection [--runs N] [--quick] [--verbose] [--only LIST] [--pairs N]
                multipeer-bench session [--runs N] [--quick] [--verbose] [--only LIST]
+               multipeer-bench widearea [--runs N] [--only LIST]   (root, knot, coturn: a routed lab and loopback)
                multipeer-bench --only baseline [--quick]     (or: multipeer-bench baseline)
           --runs N     timed runs per scenario and tool (default 10 for discovery, 5 for connection)
           --quick      3 runs and less work per run: discovery starts 20 advertisers instead of 50, connection
                        moves a quarter of the bytes and messages; for baseline, about a quarter of the work
           --verbose    print every run's raw numbers (connection: and each measurement's start and end on stderr)
           --pairs N    connection benchmark 5: idle connection pairs to open (default 1000)
-          --only LIST  comma-separated scenario numbers to run (discovery 1-7, connection 1-5, session 1-7),
+          --only LIST  comma-separated scenario numbers to run (discovery 1-7, connection 1-5, session 1-7,
+                       widearea 1-5),
                        e.g. --only 1,2;
                        or `baseline` alone: the loopback TCP baselines (iperf3, raw TCP pump, raw framed
                        messages, raw ping-pong)
@@ -36,13 +38,13 @@ struct BenchmarkOptions {
         // `--only baseline` may stand in for the suite name.
         if rest.starts(with: ["--only", "baseline"]) { rest = ["baseline"] + rest.dropFirst(2) }
         guard let suite = rest.popFirst(), !suite.hasPrefix("-") else { throw BenchmarkError(Self.usage) }
-        guard ["discovery", "connection", "session", "baseline"].contains(suite) else {
+        guard ["discovery", "connection", "session", "baseline", "widearea"].contains(suite) else {
             throw BenchmarkError("unknown benchmark '\(suite)'\n\(Self.usage)")
         }
         self.suite = suite
         let numbers = suite == "connection" ? 1...5 : 1...7
         scenarios = Set(numbers)
-        if suite == "connection" || suite == "session" { runs = 5 }
+        if suite == "connection" || suite == "session" || suite == "widearea" { runs = 5 }
         var runsGiven = false
         while let argument = rest.popFirst() {
             switch argument {

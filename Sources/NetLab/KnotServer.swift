@@ -132,20 +132,25 @@ public final class KnotServer: @unchecked Sendable {
 
     /// Stops the server and removes its folder. Idempotent.
     public func stop() {
-        if process.exitStatus == nil {
-            // Nothing of its state is kept: SIGKILL ends it at once (SIGTERM takes it a second and a half).
-            process.signal(SIGKILL)
-            _ = process.waitForExit(timeout: .seconds(10))
-            output = (process.lines + [process.standardError]).joined(separator: "\n")
-        }
-        try? FileManager.default.removeItem(at: folder)
+        if let log = Self.end(process, folder: folder) { output = log }
+    }
+
+    /// Ends a server's process (SIGKILL: nothing of its state is kept, and SIGTERM takes knotd a second and a
+    /// half) and removes its folder; returns what it wrote if it was still running.
+    static func end(_ process: LabProcess, folder: URL) -> String? {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        guard process.exitStatus == nil else { return nil }
+        process.signal(SIGKILL)
+        _ = process.waitForExit(timeout: .seconds(10))
+        return (process.lines + [process.standardError]).joined(separator: "\n")
     }
 
     deinit { stop() }
 
     // MARK: Helpers
 
-    static func path(of tool: String) -> String? {
+    /// A tool's path in the system's directories, or nil.
+    public static func path(of tool: String) -> String? {
         for directory in ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         where FileManager.default.isExecutableFile(atPath: "\(directory)/\(tool)") {
             return "\(directory)/\(tool)"

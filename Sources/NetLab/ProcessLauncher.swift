@@ -12,11 +12,13 @@ import Synchronization
 /// `posix_spawn` rather than Foundation's `Process`: it gives the child a process group of its own (so a
 /// wrapper's children can be signalled together), resets signal dispositions the test process changed (the
 /// lab ignores SIGINT/SIGTERM to clean up first, and ignored signals survive `exec`), and leaves reaping to us.
-enum ProcessLauncher {
+public enum ProcessLauncher {
     /// Signals whose disposition is reset to the default in every child.
     private static let resetSignals: [Int32] = [SIGINT, SIGTERM, SIGPIPE, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2]
 
-    static func launch(
+    /// Starts a process (in this namespace: only for what sends nothing outside the machine, or runs inside a lab
+    /// through `ip netns exec`).
+    public static func launch(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: [UInt8]? = nil,
         interactive: Bool = false
     ) throws -> LabProcess {
@@ -118,7 +120,7 @@ enum ProcessLauncher {
 
     /// Runs a command to completion and returns its status and output.
     /// - Throws: ``NetLabError`` if it cannot start or does not finish within `timeout` (it is killed then).
-    static func run(
+    public static func run(
         _ executable: String, _ arguments: [String], stdin: [UInt8]? = nil, timeout: Duration = .seconds(30)
     ) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = try launch(executable, arguments, stdin: stdin)

@@ -71,7 +71,8 @@ public final class TurnServer: @unchecked Sendable {
 
             """
         try configuration.write(to: folder.appendingPathComponent("turn.conf"), atomically: true, encoding: .utf8)
-        let command = prefix + [KnotServer.path(of: "turnserver")!, "-c", folder.appendingPathComponent("turn.conf").path]
+        let command =
+            prefix + [KnotServer.path(of: "turnserver")!, "-c", folder.appendingPathComponent("turn.conf").path]
         process = try ProcessLauncher.launch(KnotServer.resolve(command[0]), Array(command.dropFirst()))
         // Ready when it accepts TCP connections on its port.
         let deadline = Date().addingTimeInterval(10)
@@ -92,12 +93,7 @@ public final class TurnServer: @unchecked Sendable {
 
     /// Stops the relay and removes its folder. Idempotent.
     public func stop() {
-        if process.exitStatus == nil {
-            process.signal(SIGKILL)
-            _ = process.waitForExit(timeout: .seconds(10))
-            output = (process.lines + [process.standardError]).joined(separator: "\n")
-        }
-        try? FileManager.default.removeItem(at: folder)
+        if let log = KnotServer.end(process, folder: folder) { output = log }
     }
 
     deinit { stop() }

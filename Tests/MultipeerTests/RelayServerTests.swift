@@ -92,6 +92,58 @@ struct RelayServerTests {
         #expect(atAda == (0..<50).map { "bob \($0)" })
     }
 
+    @Test(.ownThread) func aConnectTheRelayFindsBusyIsAskedAgainUntilTheEarlierConnectionCloses() async throws {
+        // coturn keeps one connection per allocation and peer address: a second Connect while the first lives (or
+        // while the relay tears a closed one down) is answered 446. A redial right after a link dies meets that.
+        let turn = try TurnServer()
+        defer { turn.stop() }
+        let loop = try EventLoop(name: "relay-busy")
+        defer { loop.shutdown() }
+        let listenerIdentity = try PeerIdentity.generate(displayName: "listener")
+        let listener = try await PeerListener(
+            configuration: ConnectionConfiguration(identity: listenerIdentity),
+            address: SocketAddress(.v4(.loopback), port: 0), loop: loop)
+        defer { listener.close() }
+        let credentials = TURNClientStateMachine.Credentials(username: turn.username, password: turn.password)
+        let server = SocketAddress(.v4(.loopback), port: turn.port)
+        let listenerRelay = RelayClient(
+            configuration: .init(server: server, credentials: credentials), loop: loop,
+            logger: MultipeerLogging.fallback, onEvent: { _ in },
+            onIncoming: { socket, bytes, peer in listener.acceptRelayed(socket, initialBytes: bytes, remote: peer) })
+        let dialerRelay = RelayClient(
+            configuration: .init(server: server, credentials: credentials), loop: loop,
+            logger: MultipeerLogging.fallback, onEvent: { _ in }, onIncoming: { socket, _, _ in socket.close() })
+        defer {
+            listenerRelay.stop()
+            dialerRelay.stop()
+        }
+        listenerRelay.start()
+        dialerRelay.start()
+        for _ in 0..<500 where listenerRelay.relayedAddress == nil || dialerRelay.relayedAddress == nil {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let relayed = try #require(listenerRelay.relayedAddress)
+        listenerRelay.permit([relayed.address])
+        try await Task.sleep(for: .milliseconds(200))
+        let dialer = ConnectionConfiguration(identity: try PeerIdentity.generate(displayName: "dialer"))
+        let first = try await PeerConnection.connect(
+            relayedTo: relayed, through: dialerRelay, expecting: listenerIdentity.fingerprint, configuration: dialer,
+            loop: loop)
+        // The second connect meets the first, alive: 446 until the first closes, half a second later.
+        let closer = Task {
+            try await Task.sleep(for: .milliseconds(500))
+            first.abort()
+        }
+        let started = ContinuousClock.now
+        let second = try await PeerConnection.connect(
+            relayedTo: relayed, through: dialerRelay, expecting: listenerIdentity.fingerprint, configuration: dialer,
+            loop: loop)
+        #expect(ContinuousClock.now - started >= .milliseconds(450), "the relay did not find the first one busy")
+        try await closer.value
+        try await second.send(Array("still works".utf8))
+        second.abort()
+    }
+
     @Test(.ownThread) func wrongCredentialsAreReportedWithTheRelaysAnswer() async throws {
         let turn = try TurnServer()
         defer { turn.stop() }

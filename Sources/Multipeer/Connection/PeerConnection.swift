@@ -87,7 +87,7 @@ public final class PeerConnection: Sendable {
 
     /// Connects through a TURN relay's allocation to a peer's relayed address (RFC 6062: the relay connects out
     /// and binds the connection to us); then the same handshake as a direct connection, TLS end to end.
-    static func connect(
+    package static func connect(
         relayedTo address: SocketAddress, through relay: RelayClient, expecting: PeerFingerprint?,
         configuration: ConnectionConfiguration, loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {

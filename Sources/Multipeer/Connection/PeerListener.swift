@@ -90,7 +90,7 @@ public final class PeerListener: Sendable {
     ///   - socket: The relay's data connection, raw after its bind.
     ///   - initialBytes: What was read from it past the bind's answer.
     ///   - remote: The peer the relay says it comes from.
-    func acceptRelayed(_ socket: TCPConnection, initialBytes: [UInt8], remote: SocketAddress) {
+    package func acceptRelayed(_ socket: TCPConnection, initialBytes: [UInt8], remote: SocketAddress) {
         state.accept(socket, initialBytes: initialBytes, remote: remote)
     }
 

@@ -1,22 +1,27 @@
 internal import COpenSSL
 
-/// HMAC-SHA-256 through OpenSSL, and a constant-time comparison.
+/// HMAC-SHA-256 (and, through `compute`, other HMACs) through OpenSSL, and a constant-time comparison.
 enum HMACSHA256 {
     /// The MAC of `message` under `key`.
     static func mac(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        compute(EVP_sha256(), length: 32, key: key, message: message)
+    }
+
+    /// An HMAC with `digest`, whose output is `length` bytes (HMAC-SHA1 for STUN, say).
+    static func compute(_ digest: OpaquePointer?, length: Int, key: [UInt8], message: [UInt8]) -> [UInt8] {
         OpenSSLLibrary.initialize()
         var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
+        var written: UInt32 = 0
         let result = key.withUnsafeBytes { key in
             message.withUnsafeBytes { message in
                 HMAC(
-                    EVP_sha256(), key.baseAddress, Int32(key.count),
-                    message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, &output, &length)
+                    digest, key.baseAddress, Int32(key.count),
+                    message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, &output, &written)
             }
         }
         // HMAC fails only when an allocation fails; a wrong MAC must never be returned silently.
-        precondition(result != nil && length == 32, "OpenSSL HMAC-SHA-256 failed: \(OpenSSLErrorQueue.drain())")
-        return Array(output.prefix(32))
+        precondition(result != nil && written == length, "OpenSSL HMAC failed: \(OpenSSLErrorQueue.drain())")
+        return Array(output.prefix(length))
     }
 
     /// Whether `a` and `b` are equal, in time that depends only on their lengths.

@@ -1,5 +1,5 @@
-internal import Logging
-internal import MultipeerIO
+package import Logging
+package import MultipeerIO
 internal import Synchronization
 
 /// One TCP allocation on a TURN relay (RFC 8656, RFC 6062), kept for as long as the client runs: the control
@@ -8,18 +8,23 @@ internal import Synchronization
 ///
 /// Loop-confined but for the public methods, which go through the loop. What a relayed connection carries is
 /// the peers' TLS, end to end: the relay sees ciphertext.
-final class RelayClient: @unchecked Sendable {
+package final class RelayClient: @unchecked Sendable {
     // Safety of @unchecked Sendable: every mutable property is touched only on `loop`'s thread; the public
     // methods reach it with `loop.execute`.
 
     /// The relay and the credentials it takes.
-    struct Configuration: Sendable, Hashable {
-        var server: SocketAddress
-        var credentials: TURNClientStateMachine.Credentials
+    package struct Configuration: Sendable, Hashable {
+        package var server: SocketAddress
+        package var credentials: TURNClientStateMachine.Credentials
+
+        package init(server: SocketAddress, credentials: TURNClientStateMachine.Credentials) {
+            self.server = server
+            self.credentials = credentials
+        }
     }
 
     /// What happens to the allocation, for the owner.
-    enum Event: Sendable {
+    package enum Event: Sendable {
         /// An allocation exists (the first, or a new one after a loss): its relayed address.
         case allocated(SocketAddress)
         /// The allocation failed or was lost; a new one is tried after `retry`.
@@ -50,6 +55,11 @@ final class RelayClient: @unchecked Sendable {
     private var connects: [Int: (Result<(TCPConnection, [UInt8]), RelayError>) -> Void] = [:]
     /// Connects asked for while there was no allocation, sent once there is one.
     private var waitingConnects: [(token: Int, peer: SocketAddress)] = []
+    /// Where each connect goes, and how often the relay said a connection to there still exists (446).
+    private var connectTargets: [Int: (peer: SocketAddress, busy: Int)] = [:]
+    /// How often a connect the relay answers 446 (a connection from this allocation to that peer still exists,
+    /// typically the one just closed, which the relay has not yet torn down) is asked again, 250 ms apart.
+    static let busyRetries = 8
     /// Addresses to permit once an allocation exists (kept across allocations).
     private var permitted: [IPAddress] = []
     /// Data connections being bound, closed if the client stops first.
@@ -58,7 +68,7 @@ final class RelayClient: @unchecked Sendable {
     /// The relayed address of the current allocation.
     private let currentRelayed = Mutex<SocketAddress?>(nil)
 
-    init(
+    package init(
         configuration: Configuration, loop: EventLoop, logger: Logger, onEvent: @escaping @Sendable (Event) -> Void,
         onIncoming: @escaping (TCPConnection, [UInt8], SocketAddress) -> Void
     ) {
@@ -70,13 +80,13 @@ final class RelayClient: @unchecked Sendable {
     }
 
     /// The relayed address now, if there is an allocation.
-    var relayedAddress: SocketAddress? { currentRelayed.withLock { $0 } }
+    package var relayedAddress: SocketAddress? { currentRelayed.withLock { $0 } }
 
     /// Starts allocating (from any thread).
-    func start() { _ = loop.execute { [self] in allocate() } }
+    package func start() { _ = loop.execute { [self] in allocate() } }
 
     /// Lets connections relayed from these addresses reach us (from any thread).
-    func permit(_ addresses: [IPAddress]) {
+    package func permit(_ addresses: [IPAddress]) {
         _ = loop.execute { [self] in
             for address in addresses where !permitted.contains(address) { permitted.append(address) }
             guard var machine else { return }
@@ -101,6 +111,7 @@ final class RelayClient: @unchecked Sendable {
             return {}
         }
         connects[token] = completion
+        connectTargets[token] = (peer, 0)
         if var machine, machine.relayed != nil {
             let actions = machine.connect(to: peer, token: token, now: loop.clock.now())
             self.machine = machine
@@ -111,12 +122,13 @@ final class RelayClient: @unchecked Sendable {
         }
         return { [self] in
             connects[token] = nil
+            connectTargets[token] = nil
             waitingConnects.removeAll { $0.token == token }
         }
     }
 
     /// Closes the allocation's control connection (the relay frees it) and every bind under way.
-    func stop() {
+    package func stop() {
         _ = loop.execute { [self] in
             stopped = true
             tearDown()
@@ -126,6 +138,7 @@ final class RelayClient: @unchecked Sendable {
             binding = [:]
             let waiting = connects
             connects = [:]
+            connectTargets = [:]
             waitingConnects = []
             for completion in waiting.values {
                 completion(.failure(RelayError(.unreachable, "the relay client stopped")))
@@ -220,6 +233,7 @@ final class RelayClient: @unchecked Sendable {
             case .connected(let token, let bind, _):
                 guard connects[token] != nil else { continue }
                 bindData(bind) { [self] result in
+                    connectTargets[token] = nil
                     guard let completion = connects.removeValue(forKey: token) else {
                         if case .success(let (connection, _)) = result { connection.close() }
                         return
@@ -227,6 +241,19 @@ final class RelayClient: @unchecked Sendable {
                     completion(result)
                 }
             case .connectFailed(let token, let error):
+                if error.code == .refused(status: 446), let target = connectTargets[token],
+                    target.busy < Self.busyRetries, connects[token] != nil
+                {
+                    connectTargets[token]?.busy += 1
+                    loop.scheduleTimer(after: .milliseconds(250)) { [self] in
+                        guard connects[token] != nil, var machine, machine.relayed != nil else { return }
+                        let again = machine.connect(to: target.peer, token: token, now: loop.clock.now())
+                        self.machine = machine
+                        perform(again)
+                    }
+                    continue
+                }
+                connectTargets[token] = nil
                 connects.removeValue(forKey: token)?(.failure(error))
             case .failed(let error):
                 lost(error)
@@ -276,6 +303,7 @@ final class RelayClient: @unchecked Sendable {
         let waiting = Set(waitingConnects.map(\.token))
         for (token, completion) in connects where !waiting.contains(token) {
             connects[token] = nil
+            connectTargets[token] = nil
             completion(.failure(RelayError(.allocationLost, "the relay allocation ended before the connect")))
         }
     }

@@ -125,23 +125,15 @@ extension RelayConfiguration {
 
     /// The first line of a password file that only its owner can read.
     static func readPassword(_ path: String) throws(RelayError) -> String {
-        var status = stat()
-        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-            throw RelayError(.invalidConfiguration, "cannot read the relay password file \(path)")
+        switch SecretFile.read(path, what: "relay password file", maximumSize: maximumPasswordFileSize) {
+        case .failure(let refusal):
+            throw RelayError(.invalidConfiguration, refusal.reason)
+        case .success(let text):
+            guard let line = text.split(whereSeparator: { $0.isNewline }).first.map({ String($0) }), !line.isEmpty
+            else {
+                throw RelayError(.invalidConfiguration, "the relay password file \(path) holds no password line")
+            }
+            return line
         }
-        let mode = status.st_mode & 0o777
-        guard mode & 0o077 == 0 else {
-            throw RelayError(
-                .invalidConfiguration,
-                "the relay password file \(path) can be accessed by others (mode \(String(mode, radix: 8))); run "
-                    + "chmod 600 \(path)")
-        }
-        guard status.st_size <= maximumPasswordFileSize, let data = FileManager.default.contents(atPath: path),
-            let text = String(data: data, encoding: .utf8),
-            let line = text.split(whereSeparator: \.isNewline).first.map({ String($0) }), !line.isEmpty
-        else {
-            throw RelayError(.invalidConfiguration, "the relay password file \(path) holds no password line")
-        }
-        return line
     }
 }

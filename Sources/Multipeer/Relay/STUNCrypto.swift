@@ -18,18 +18,7 @@ enum STUNCrypto {
 
     /// HMAC-SHA1 of `message` under `key`.
     static func hmacSHA1(key: [UInt8], message: [UInt8]) -> [UInt8] {
-        OpenSSLLibrary.initialize()
-        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let result = key.withUnsafeBytes { key in
-            message.withUnsafeBytes { message in
-                HMAC(
-                    EVP_sha1(), key.baseAddress, Int32(key.count),
-                    message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, &output, &length)
-            }
-        }
-        precondition(result != nil && length == 20, "OpenSSL HMAC-SHA1 failed: \(OpenSSLErrorQueue.drain())")
-        return Array(output.prefix(20))
+        HMACSHA256.compute(EVP_sha1(), length: 20, key: key, message: message)
     }
 
     /// The CRC-32 of ISO 3309 (as zlib computes it).

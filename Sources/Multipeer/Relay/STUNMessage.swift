@@ -221,7 +221,10 @@ struct STUNMessage: Hashable, Sendable {
     var errorCode: (code: Int, reason: String)? {
         guard let value = attribute(AttributeType.errorCode), value.count >= 4 else { return nil }
         let code = Int(value[2] & 0x07) * 100 + Int(value[3])
-        let reason = String(decoding: value[4...].prefix(256), as: UTF8.self)
+        // Some relays count the reason phrase's padding in its length: trailing NULs are not part of it.
+        let phrase = value[4...].prefix(256)
+        let reason = String(
+            decoding: phrase[..<(phrase.lastIndex { $0 != 0 }.map { $0 + 1 } ?? phrase.startIndex)], as: UTF8.self)
         return (code, Self.printable(reason))
     }
 
@@ -283,17 +286,7 @@ struct STUNMessage: Hashable, Sendable {
     }
 
     /// Control characters escaped, so a relay's reason phrase cannot forge lines in a log.
-    static func printable(_ text: String) -> String {
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if scalar.properties.generalCategory == .control {
-                result += scalar.escaped(asASCII: true)
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
+    static func printable(_ text: String) -> String { text.escapingControlCharacters }
 
     // MARK: Bytes
 

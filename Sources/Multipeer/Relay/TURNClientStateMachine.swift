@@ -9,11 +9,16 @@ internal import MultipeerIO
 /// Pure: the owner feeds it received messages and timer expiries with the current time, and performs the
 /// actions. Every response is matched to its request by transaction ID; responses to authenticated requests
 /// must carry a MESSAGE-INTEGRITY that verifies, or they are ignored (and their request times out).
-struct TURNClientStateMachine {
+package struct TURNClientStateMachine {
     /// The user name and password the relay's administrator gave.
-    struct Credentials: Sendable, Hashable {
-        var username: String
-        var password: String
+    package struct Credentials: Sendable, Hashable {
+        package var username: String
+        package var password: String
+
+        package init(username: String, password: String) {
+            self.username = username
+            self.password = password
+        }
     }
 
     /// What the owner must do.

@@ -239,15 +239,5 @@ public struct PeerAdvertisement: Hashable, Sendable {
 
     /// A received value for an error message: control characters escaped, so a hostile advertisement cannot
     /// forge lines in a log.
-    private static func printable(_ text: String) -> String {
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if scalar.properties.generalCategory == .control {
-                result += scalar.escaped(asASCII: true)
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
+    private static func printable(_ text: String) -> String { text.escapingControlCharacters }
 }

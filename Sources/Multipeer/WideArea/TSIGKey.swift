@@ -1,5 +1,4 @@
 internal import Foundation
-internal import Glibc
 public import MulticastDNS
 
 /// A shared secret that signs DNS updates with a transaction signature (RFC 8945, HMAC-SHA256): the key a DNS
@@ -73,31 +72,10 @@ public struct TSIGKey: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: ``WideAreaError`` with `invalidConfiguration` when the file is missing, larger than 4 KiB,
     ///   readable or writable by its group or others (the secret would not be secret), or malformed.
     public static func load(contentsOf path: String) throws(WideAreaError) -> TSIGKey {
-        var status = stat()
-        guard stat(path, &status) == 0 else {
-            throw WideAreaError(
-                .invalidConfiguration, "cannot read the TSIG key file \(path): \(String(cString: strerror(errno)))")
-        }
-        guard status.st_mode & S_IFMT == S_IFREG else {
-            throw WideAreaError(.invalidConfiguration, "the TSIG key file \(path) is not a regular file")
-        }
-        let mode = status.st_mode & 0o777
-        guard mode & 0o077 == 0 else {
-            throw WideAreaError(
-                .invalidConfiguration,
-                "the TSIG key file \(path) can be accessed by others (mode \(String(mode, radix: 8))): anyone who "
-                    + "reads it can change the zone; run chmod 600 \(path)")
-        }
-        guard status.st_size <= maximumFileSize else {
-            throw WideAreaError(
-                .invalidConfiguration,
-                "the TSIG key file \(path) is \(status.st_size) bytes; a key line is far shorter than "
-                    + "\(maximumFileSize)")
-        }
-        guard let data = FileManager.default.contents(atPath: path),
-            let text = String(data: data, encoding: .utf8)
-        else {
-            throw WideAreaError(.invalidConfiguration, "cannot read the TSIG key file \(path) as UTF-8 text")
+        let text: String
+        switch SecretFile.read(path, what: "TSIG key file", maximumSize: maximumFileSize) {
+        case .success(let read): text = read
+        case .failure(let refusal): throw WideAreaError(.invalidConfiguration, refusal.reason)
         }
         let lines = text.split(whereSeparator: \.isNewline).filter {
             !$0.allSatisfy(\.isWhitespace) && !$0.hasPrefix("#")

@@ -123,7 +123,7 @@ final class UnicastDNSClient: Sendable {
         return try await run(TCPExchange(client: self, bytes: bytes, id: id, question: question, what: what))
     }
 
-    private func run(_ exchange: some Exchange) async throws(WideAreaError) -> [UInt8] {
+    private func run(_ exchange: Exchange) async throws(WideAreaError) -> [UInt8] {
         let loop = loop
         let result: Result<[UInt8], WideAreaError> = await withCheckedContinuation { continuation in
             exchange.setCompletion { continuation.resume(returning: $0) }
@@ -149,43 +149,17 @@ final class UnicastDNSClient: Sendable {
     }
 }
 
-/// One exchange with the server: started on the loop, ends once.
-private protocol Exchange: AnyObject, Sendable {
-    func setCompletion(_ completion: @escaping @Sendable (Result<[UInt8], WideAreaError>) -> Void)
-    func start()
-    func finish(_ result: Result<[UInt8], WideAreaError>)
-}
-
-/// The completion of an exchange, called once from whichever thread ends it.
-private final class Completion: Sendable {
+/// One exchange with the server: started on the loop, ends once (whichever thread ends it). The UDP and TCP
+/// exchanges differ in how they send and read.
+private class Exchange: @unchecked Sendable {
+    // Safety of @unchecked Sendable: the subclasses' state is touched only on the client's loop thread; the
+    // completion is behind a lock.
+    let client: UnicastDNSClient
+    let bytes: [UInt8]
+    let id: UInt16
+    let question: DNSQuestion?
+    let what: String
     private let completion = Mutex<(@Sendable (Result<[UInt8], WideAreaError>) -> Void)?>(nil)
-
-    func set(_ handler: @escaping @Sendable (Result<[UInt8], WideAreaError>) -> Void) {
-        completion.withLock { $0 = handler }
-    }
-
-    /// Calls the completion unless it was called already; returns whether this call did.
-    @discardableResult
-    func call(_ result: Result<[UInt8], WideAreaError>) -> Bool {
-        guard let handler = completion.withLock({ $0.take() }) else { return false }
-        handler(result)
-        return true
-    }
-}
-
-/// A UDP exchange: a socket of its own, the message sent up to `tries` times with doubling waits.
-private final class UDPExchange: Exchange, @unchecked Sendable {
-    // Safety of @unchecked Sendable: `socket`, `timer` and `sent` are touched only on the client's loop thread;
-    // the completion is behind a lock.
-    private let client: UnicastDNSClient
-    private let bytes: [UInt8]
-    private let id: UInt16
-    private let question: DNSQuestion?
-    private let what: String
-    private let completion = Completion()
-    private var socket: UDPSocket?
-    private var timer: TimerID?
-    private var sent = 0
 
     init(client: UnicastDNSClient, bytes: [UInt8], id: UInt16, question: DNSQuestion?, what: String) {
         self.client = client
@@ -195,11 +169,31 @@ private final class UDPExchange: Exchange, @unchecked Sendable {
         self.what = what
     }
 
-    func setCompletion(_ completion: @escaping @Sendable (Result<[UInt8], WideAreaError>) -> Void) {
-        self.completion.set(completion)
+    func setCompletion(_ handler: @escaping @Sendable (Result<[UInt8], WideAreaError>) -> Void) {
+        completion.withLock { $0 = handler }
     }
 
-    func start() {
+    /// Starts on the loop.
+    func start() {}
+
+    /// Closes the exchange's socket and timer (on the loop).
+    func cleanUp() {}
+
+    /// Ends the exchange once: cleans up when on the loop, and calls the completion unless it was called already.
+    func finish(_ result: Result<[UInt8], WideAreaError>) {
+        if client.loop.inEventLoop { cleanUp() }
+        guard let handler = completion.withLock({ $0.take() }) else { return }
+        handler(result)
+    }
+}
+
+/// A UDP exchange: a socket of its own, the message sent up to `tries` times with doubling waits.
+private final class UDPExchange: Exchange, @unchecked Sendable {
+    private var socket: UDPSocket?
+    private var timer: TimerID?
+    private var sent = 0
+
+    override func start() {
         let server = client.server
         do {
             let socket = try UDPSocket(family: server.family, loop: client.loop)
@@ -249,46 +243,21 @@ private final class UDPExchange: Exchange, @unchecked Sendable {
         finish(.success(datagram.bytes))
     }
 
-    func finish(_ result: Result<[UInt8], WideAreaError>) {
-        let loop = client.loop
-        let cleanUp = { [self] in
-            if let timer { loop.cancelTimer(timer) }
-            timer = nil
-            socket?.close()
-            socket = nil
-        }
-        if loop.inEventLoop { cleanUp() }
-        completion.call(result)
+    override func cleanUp() {
+        if let timer { client.loop.cancelTimer(timer) }
+        timer = nil
+        socket?.close()
+        socket = nil
     }
 }
 
 /// A TCP exchange: one connection, the message with its two-byte length, one answer of at most 65,535 bytes.
 private final class TCPExchange: Exchange, @unchecked Sendable {
-    // Safety of @unchecked Sendable: `connection`, `timer` and `received` are touched only on the client's loop
-    // thread; the completion is behind a lock.
-    private let client: UnicastDNSClient
-    private let bytes: [UInt8]
-    private let id: UInt16
-    private let question: DNSQuestion?
-    private let what: String
-    private let completion = Completion()
     private var connection: TCPConnection?
     private var timer: TimerID?
     private var received: [UInt8] = []
 
-    init(client: UnicastDNSClient, bytes: [UInt8], id: UInt16, question: DNSQuestion?, what: String) {
-        self.client = client
-        self.bytes = bytes
-        self.id = id
-        self.question = question
-        self.what = what
-    }
-
-    func setCompletion(_ completion: @escaping @Sendable (Result<[UInt8], WideAreaError>) -> Void) {
-        self.completion.set(completion)
-    }
-
-    func start() {
+    override func start() {
         let server = client.server
         let what = what
         timer = client.loop.scheduleTimer(after: client.timing.tcpTimeout) { [self] in
@@ -336,15 +305,10 @@ private final class TCPExchange: Exchange, @unchecked Sendable {
         finish(.success(answer))
     }
 
-    func finish(_ result: Result<[UInt8], WideAreaError>) {
-        let loop = client.loop
-        let cleanUp = { [self] in
-            if let timer { loop.cancelTimer(timer) }
-            timer = nil
-            connection?.close()
-            connection = nil
-        }
-        if loop.inEventLoop { cleanUp() }
-        completion.call(result)
+    override func cleanUp() {
+        if let timer { client.loop.cancelTimer(timer) }
+        timer = nil
+        connection?.close()
+        connection = nil
     }
 }
