@@ -127,9 +127,12 @@ struct WideAreaLabTests {
         try await Self.withServers(subnets: [1, 1]) { servers in
             let lab = servers.lab
             try lab.separateSubnets()
-            let alpha = try Self.chat(lab, host: 0, name: "Alpha", ["--accept", "all"] + servers.options(relay: true))
+            // A silent link counts as lost after 1 s here (6 s by default), so a 3 s cut makes both reconnect.
+            let quick = ["--silence-timeout", "1"]
+            let alpha = try Self.chat(
+                lab, host: 0, name: "Alpha", ["--accept", "all"] + quick + servers.options(relay: true))
             let bravo = try Self.chat(
-                lab, host: 1, name: "Bravo", ["--invite", "Alpha"] + servers.options(relay: true))
+                lab, host: 1, name: "Bravo", ["--invite", "Alpha"] + quick + servers.options(relay: true))
             await Self.expect(alpha, "relayed at", stderr: true)
             await Self.expect(bravo, "connected Alpha", within: .seconds(45))
             await Self.expect(alpha, "connected Bravo")
@@ -139,13 +142,19 @@ struct WideAreaLabTests {
             await Self.expect(alpha, "message Bravo: relayed 19")
             let lines = alpha.lines.filter { $0.hasPrefix("message Bravo: relayed ") }
             #expect(lines == (0..<20).map { "message Bravo: relayed \($0)" })
-            // A cut of Bravo's link: both keep each other `reconnecting`, the link comes back through the relay,
-            // and what was sent meanwhile arrives.
+            // A cut of Bravo's link longer than the 6 s after which a silent link counts as lost: both keep each
+            // other `reconnecting` (10 s of grace), Bravo redials through the relay once its link is back, and what
+            // was sent meanwhile arrives, once.
             try lab.setLinkDown(host: 1)
             bravo.writeLine("sent during the cut")
             try await Task.sleep(for: .seconds(3))
             try lab.setLinkUp(host: 1)
+            await Self.expect(alpha, "reconnecting Bravo", within: .seconds(5))
+            if !(await Self.expect(alpha, "reconnected Bravo", within: .seconds(20))) {
+                Issue.record("Bravo's side: \(bravo.lines) \(bravo.standardError.suffix(6000))")
+            }
             await Self.expect(alpha, "message Bravo: sent during the cut", within: .seconds(45))
+            #expect(alpha.lines.filter { $0 == "message Bravo: sent during the cut" }.count == 1)
             #expect(!alpha.lines.contains { $0.hasPrefix("disconnected Bravo") }, "\(alpha.lines)")
             await Self.leave(alpha, bravo)
         }

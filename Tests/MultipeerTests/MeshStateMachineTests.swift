@@ -404,6 +404,25 @@ struct MeshStateMachineTests {
         #expect(alice.reports.last == "Bob notConnected: declined: busy")
     }
 
+    @Test func aRelayedMemberIsRedialedAndAnnouncedAtItsRelayedAddress() {
+        // A link through a TURN relay: the remote address is the peer's relayed address, on the relay's host. The
+        // peer's `sessions` names the port it listens on directly, which is of no use on the relay's host.
+        var alice = Side(rank: 1)
+        let relayed = SocketAddress(.v4(IPv4Address(198, 51, 100, 1)), port: 49_200)
+        let facts = MeshStateMachine.LinkFacts(
+            token: 500, peer: Self.bob, isDialer: true, linkID: [UInt8](repeating: 5, count: 16),
+            remoteAddress: relayed, isGroupMember: false, isRelayed: true)
+        alice.step { m, now in m.admit(facts, .theyAccepted, now: now).1 }
+        alice.step { m, _ in
+            m.sessionsReceived(
+                facts.token, listenPort: 7000, current: [UInt8](repeating: 0x77, count: 16),
+                secrets: [[UInt8](repeating: 0x77, count: 16): [UInt8](repeating: 1, count: 32)], ownListenPort: 5000)
+        }
+        alice.step { m, now in m.linkClosed(facts.token, reason: "silent", withdrawn: nil, now: now) }
+        #expect(alice.reports.last?.hasPrefix("Bob reconnecting") == true)
+        #expect(alice.dials.last?.member.addresses == [relayed])
+    }
+
     @Test func aFullSessionRefusesAtOnceAndSaysSo() {
         var alice = Side(rank: 1, maximumPeers: 2)
         _ = alice.member(Self.bob)

@@ -9,8 +9,10 @@ public final class PeerConnection: Sendable {
     /// Who is at the other end: its identity as the TLS handshake proved it (nil on plaintext, where the peer's
     /// fingerprint is only a claim), its display name, and the connection's verification code.
     public let peer: ConnectedPeer
-    /// The peer's TCP address.
+    /// The peer's TCP address; for a relayed connection, the peer's relayed address on the relay.
     public let remoteAddress: SocketAddress
+    /// Whether the connection runs through a TURN relay (its bytes are still the peers' TLS, end to end).
+    public let isRelayed: Bool
     let driver: ConnectionDriver
     /// The peer's streams, in the order it opened them. Ends when the connection closes.
     public let incomingStreams: AsyncStream<PeerStream>
@@ -31,8 +33,9 @@ public final class PeerConnection: Sendable {
 
     init(
         peer: ConnectedPeer, remoteAddress: SocketAddress, driver: ConnectionDriver, streams: AsyncStream<PeerStream>,
-        datagramPayloadLimit: Int?, sessionBinding: [UInt8]
+        datagramPayloadLimit: Int?, sessionBinding: [UInt8], isRelayed: Bool = false
     ) {
+        self.isRelayed = isRelayed
         self.datagramPayloadLimit = datagramPayloadLimit
         self.sessionBinding = sessionBinding
         self.peer = peer
@@ -91,8 +94,9 @@ public final class PeerConnection: Sendable {
         relayedTo address: SocketAddress, through relay: RelayClient, expecting: PeerFingerprint?,
         configuration: ConnectionConfiguration, loop: EventLoop
     ) async throws(ConnectionError) -> PeerConnection {
-        try await connect(to: address, expecting: expecting, configuration: configuration, loop: loop) {
-            _, completion in
+        try await connect(
+            to: address, expecting: expecting, configuration: configuration, loop: loop, relayed: true
+        ) { _, completion in
             relay.connect(to: address) { result in
                 if case .success = result {
                     configuration.logger.area(.connection).info(
@@ -112,7 +116,7 @@ public final class PeerConnection: Sendable {
     /// The connection setup over whatever socket `open` gives.
     static func connect(
         to address: SocketAddress, expecting: PeerFingerprint?, configuration: ConnectionConfiguration,
-        loop: EventLoop, open: @escaping SocketOpener
+        loop: EventLoop, relayed: Bool = false, open: @escaping SocketOpener
     ) async throws(ConnectionError) -> PeerConnection {
         try configuration.validate()
         if expecting != nil && configuration.encryption == .none {
@@ -148,7 +152,8 @@ public final class PeerConnection: Sendable {
                                 let driver = ConnectionDriver(
                                     loop: loop, core: core, socket: socket, datagramEndpoint: endpoint,
                                     ownsDatagramEndpoint: true)
-                                let connection = PeerConnection.pending(driver: driver, remote: address)
+                                let connection = PeerConnection.pending(
+                                    driver: driver, remote: address, relayed: relayed)
                                 pending.driver = driver
                                 driver.onSetup = { result in pending.finish(result.map(connection)) }
                                 driver.start(initialBytes: initialBytes)
@@ -169,14 +174,17 @@ public final class PeerConnection: Sendable {
 
     /// Prepares the public object's parts before the handshake finishes, so nothing the peer sends right
     /// after its hello is lost; returns the function that makes the connection once the peer is known.
-    static func pending(driver: ConnectionDriver, remote: SocketAddress) -> (ConnectedPeer) -> PeerConnection {
+    static func pending(driver: ConnectionDriver, remote: SocketAddress, relayed: Bool = false)
+        -> (ConnectedPeer) -> PeerConnection
+    {
         let (streams, continuation) = AsyncStream<PeerStream>.makeStream(
             bufferingPolicy: .bufferingOldest(driver.core.configuration.maximumChannels))
         driver.incomingStreams = continuation
         return { peer in
             PeerConnection(
                 peer: peer, remoteAddress: remote, driver: driver, streams: streams,
-                datagramPayloadLimit: driver.datagramPayloadLimit, sessionBinding: driver.core.sessionBinding)
+                datagramPayloadLimit: driver.datagramPayloadLimit, sessionBinding: driver.core.sessionBinding,
+                isRelayed: relayed)
         }
     }
 

@@ -91,7 +91,9 @@ public final class PeerListener: Sendable {
     ///   - initialBytes: What was read from it past the bind's answer.
     ///   - remote: The peer the relay says it comes from.
     package func acceptRelayed(_ socket: TCPConnection, initialBytes: [UInt8], remote: SocketAddress) {
-        state.accept(socket, initialBytes: initialBytes, remote: remote)
+        // The peer's relayed address: a member reached this way is redialed through the relay.
+        state.configuration.relayRoutes?.learn(remote)
+        state.accept(socket, initialBytes: initialBytes, remote: remote, relayed: true)
     }
 
     /// Stops accepting; established connections stay open, handshakes in progress are dropped.
@@ -144,7 +146,9 @@ final class ListenerState: @unchecked Sendable {
         return local
     }
 
-    func accept(_ socket: TCPConnection, initialBytes: [UInt8] = [], remote: SocketAddress? = nil) {
+    func accept(
+        _ socket: TCPConnection, initialBytes: [UInt8] = [], remote: SocketAddress? = nil, relayed: Bool = false
+    ) {
         let remote = remote ?? socket.remoteAddress
         guard !closed else { return socket.close() }
         statistics.withLock { $0.accepted += 1 }
@@ -179,7 +183,7 @@ final class ListenerState: @unchecked Sendable {
         handshakes[key] = driver
         handshakesPerHost[host, default: 0] += 1
         statistics.withLock { $0.pending = handshakes.count }
-        let makeConnection = PeerConnection.pending(driver: driver, remote: remote)
+        let makeConnection = PeerConnection.pending(driver: driver, remote: remote, relayed: relayed)
         driver.onSetup = { [self, unowned driver] result in
             handshakes[key] = nil
             let remaining = handshakesPerHost[host, default: 1] - 1

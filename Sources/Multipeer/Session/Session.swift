@@ -342,7 +342,8 @@ public actor Session {
     func facts(_ link: Link) -> MeshStateMachine.LinkFacts {
         MeshStateMachine.LinkFacts(
             token: link.token, peer: link.peer, isDialer: link.isDialer, linkID: link.linkID,
-            remoteAddress: link.connection.remoteAddress, isGroupMember: link.connection.peer.isGroupMember)
+            remoteAddress: link.connection.remoteAddress, isGroupMember: link.connection.peer.isGroupMember,
+            isRelayed: link.connection.isRelayed)
     }
 
     /// Makes a link the member link for its peer: its conversation switches to it, its events and streams come

@@ -27,8 +27,8 @@ public struct WideAreaConfiguration: Sendable, Hashable {
     /// poll) after its last refresh, and removed from the zone by the next registering browser that sees them.
     public var lease: Duration = .seconds(180)
     /// The time to live of the registered records, in seconds: how long caching resolvers in between may keep
-    /// them.
-    public var recordTTL: UInt32 = 60
+    /// them. Registrations are refreshed before it runs out (at a third of the lease: every 60 s by default).
+    public var recordTTL: UInt32 = 120
     /// How long a question over UDP waits for its answer before it is sent again (each wait doubles, three
     /// tries in all: 1 + 2 + 4 s by default before the server counts as unreachable).
     public var queryTimeout: Duration = .seconds(1)
@@ -58,6 +58,12 @@ public struct WideAreaConfiguration: Sendable, Hashable {
         }
         guard lease >= .seconds(3) else {
             throw WideAreaError(.invalidConfiguration, "a lease of \(lease) is shorter than 3 s")
+        }
+        guard lease / 3 < .seconds(Int64(recordTTL)) else {
+            throw WideAreaError(
+                .invalidConfiguration,
+                "records are refreshed every \(lease / 3) (a third of the lease), not before their TTL of \(recordTTL) s"
+            )
         }
         guard (1...4096).contains(maximumInstances) else {
             throw WideAreaError(.invalidConfiguration, "maximumInstances must be 1 to 4096, not \(maximumInstances)")

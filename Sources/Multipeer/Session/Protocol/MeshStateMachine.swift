@@ -72,6 +72,9 @@ struct MeshStateMachine {
         let remoteAddress: SocketAddress
         /// Whether the connection proved the session's group secret.
         let isGroupMember: Bool
+        /// Whether the link runs through a TURN relay: `remoteAddress` is then the peer's relayed address, where
+        /// it is redialed and where others are told to reach it.
+        var isRelayed = false
 
         var fingerprint: PeerFingerprint { peer.claimedFingerprint }
         var isAuthenticated: Bool { peer.isAuthenticated }
@@ -87,8 +90,10 @@ struct MeshStateMachine {
         /// The peer's current session id, once its `sessions` arrived.
         var sessionID: [UInt8]?
 
-        /// The address to tell others for this member: the address it is connected from, with its listening port.
+        /// The address to tell others for this member: the address it is connected from, with its listening port;
+        /// for a relayed link, its relayed address (the relay's, not a port the peer listens on).
         var announcedAddress: SocketAddress? {
+            if facts.isRelayed { return facts.remoteAddress }
             guard let port = listenPort, port != 0 else { return nil }
             return SocketAddress(facts.remoteAddress.address, port: port, scopeID: facts.remoteAddress.scopeID)
         }
