@@ -45,9 +45,10 @@ public final class KnotServer: @unchecked Sendable {
     ///   - prefix: Arguments that run knotd somewhere else, such as `["ip", "netns", "exec", NAME]`.
     ///   - extraZone: Lines added to the zone file (records another implementation registered, say).
     ///   - keyName: The key's name.
+    ///   - secret: The key's secret, base64; a random one by default.
     public init(
         zone: String = "lab.test.", address: String = "127.0.0.1", port: UInt16 = 0, prefix: [String] = [],
-        extraZone: String = "", keyName: String = "mp-key."
+        extraZone: String = "", keyName: String = "mp-key.", secret: String? = nil
     ) throws {
         if let reason = Self.unavailableReason { throw KnotServerError(reason) }
         self.zone = zone
@@ -56,7 +57,7 @@ public final class KnotServer: @unchecked Sendable {
         self.keyName = keyName
         var random = [UInt8](repeating: 0, count: 32)
         for index in random.indices { random[index] = UInt8.random(in: 0...255) }
-        secret = Data(random).base64EncodedString()
+        self.secret = secret ?? Data(random).base64EncodedString()
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("mp-knot-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let zoneName = zone.hasSuffix(".") ? String(zone.dropLast()) : zone
@@ -66,10 +67,12 @@ public final class KnotServer: @unchecked Sendable {
                 listen: \(address)@\(self.port)
             database:
                 storage: "\(folder.path)"
+                # A test's zone needs no durability: no disk flush per update (they take seconds under load).
+                journal-db-mode: asynchronous
             key:
               - id: \(keyName)
                 algorithm: hmac-sha256
-                secret: \(secret)
+                secret: \(self.secret)
             acl:
               - id: update
                 key: \(keyName)

@@ -25,14 +25,13 @@ struct WideAreaServerTests {
             domain: try DNSName(server.zone), server: SocketAddress(.v4(.loopback), port: server.port),
             key: try key ?? TSIGKey(parsing: server.keyLine))
         wideArea.pollInterval = .milliseconds(300)
-        wideArea.queryTimeout = .milliseconds(300)
         wideArea.lease = lease
         configuration.wideArea = wideArea
         return try PeerNetwork(configuration: configuration)
     }
 
     /// Waits until `condition` holds, looking every 50 ms for at most `seconds`; looks once more at the end.
-    static func eventually(_ seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
+    static func eventually(_ seconds: Double = 30, _ condition: () throws -> Bool) rethrows -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if try condition() { return true }
@@ -209,6 +208,43 @@ struct WideAreaServerTests {
         }
         #expect(error.code == .unreachable)
         #expect(error.reason.contains("127.0.0.1:\(port)") && error.reason.contains("3 tries"), "\(error.reason)")
+        await advertiser.stop()
+        await network.shutdown()
+    }
+
+    @Test(.ownThread) func aRegistrationThatFailedIsRetriedWithinSecondsNotAtTheNextRefresh() async throws {
+        // The server is not there when the advertiser starts; it comes 2 s later. Refreshes are 30 s apart (a third
+        // of the 90 s lease): the records must appear long before, from the retries after the failure (1, 2, 4 s).
+        let port = try KnotServer.freeLoopbackPort()
+        var configuration = PeerNetwork.Configuration.loopback
+        let keyLine = "hmac-sha256:mp-key.:\(Data(repeating: 4, count: 32).base64EncodedString())"
+        var wideArea = WideAreaConfiguration(
+            domain: try DNSName("lab.test."), server: SocketAddress(.v4(.loopback), port: port),
+            key: try TSIGKey(parsing: keyLine))
+        wideArea.queryTimeout = .milliseconds(100)
+        wideArea.lease = .seconds(90)
+        configuration.wideArea = wideArea
+        let network = try PeerNetwork(configuration: configuration)
+        var reports = network.events.makeAsyncIterator()
+        let type = Self.uniqueType()
+        let advertiser = try await PeerAdvertiser(
+            serviceType: type, identity: try PeerIdentity.generate(displayName: "Late"), network: network)
+        guard case .wideAreaFailed(let error)? = await reports.next() else {
+            Issue.record("the failure was not reported")
+            return
+        }
+        #expect(error.code == .unreachable)
+        try await Task.sleep(for: .seconds(2))
+        let server = try KnotServer(port: port, secret: Data(repeating: 4, count: 32).base64EncodedString())
+        defer { server.stop() }
+        let started = ContinuousClock.now
+        #expect(
+            try Self.eventually(20) { try server.dig(["_\(type)._tcp.lab.test.", "PTR", "+short"]).contains("late") })
+        #expect(ContinuousClock.now - started < .seconds(20), "registered only at the regular refresh")
+        guard case .wideAreaRegistered? = await reports.next() else {
+            Issue.record("the registration after the failure was not reported")
+            return
+        }
         await advertiser.stop()
         await network.shutdown()
     }

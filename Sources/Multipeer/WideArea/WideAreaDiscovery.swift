@@ -33,7 +33,18 @@ package actor WideAreaDiscovery {
     private var refresher: Task<Void, Never>?
     private var isShutDown = false
     /// Whether the last registration attempt failed, so a run of failures is reported once.
-    private var registrationFailing = false
+    private var registrationFailing = false {
+        didSet {
+            // A failure while the refresher sleeps its long sleep: start it again with the short retry delay.
+            if registrationFailing && !oldValue && !registrations.isEmpty {
+                refresher?.cancel()
+                refresher = nil
+                startRefresher()
+            }
+        }
+    }
+    /// The next retry's delay while registrations fail.
+    private var retryDelay: Duration = .seconds(1)
 
     private struct Registration {
         var records: WideAreaRecords
@@ -213,13 +224,24 @@ package actor WideAreaDiscovery {
 
     private func startRefresher() {
         guard refresher == nil, !isShutDown else { return }
-        let interval = configuration.lease / 3
         let loop = loop
         refresher = Task { [weak self] in
-            while await SessionTimer.sleep(for: interval, on: loop) {
+            while let interval = await self?.nextRefresh(), await SessionTimer.sleep(for: interval, on: loop) {
                 guard let self, await self.refreshAll() else { return }
             }
         }
+    }
+
+    /// How long the refresher waits: a third of the lease; after a failed registration 1, 2, 4 ... s (at most a
+    /// third of the lease), so a server that was briefly away, or slow to answer, has the records again soon.
+    private func nextRefresh() -> Duration {
+        let regular = configuration.lease / 3
+        guard registrationFailing else {
+            retryDelay = .seconds(1)
+            return regular
+        }
+        defer { retryDelay = min(retryDelay * 2, regular) }
+        return min(retryDelay, regular)
     }
 
     /// Refreshes every registration; false once none is left.
