@@ -92,6 +92,44 @@ struct RelayServerTests {
         #expect(atAda == (0..<50).map { "bob \($0)" })
     }
 
+    @Test(.ownThread) func peersThatInviteEachOtherAtOnceThroughTheRelayEndLinked() async throws {
+        // Seen in a CI run of ConnectedColors across a firewall: each invited the other at the same moment, and
+        // with one allocation per peer each Connect met the other's connection between the same two relayed
+        // addresses (446) until both invitations timed out.
+        let turn = try TurnServer()
+        defer { turn.stop() }
+        let ada = try await SessionNode("Ada", relay: Self.relay(turn))
+        let bob = try await SessionNode("Bob", relay: Self.relay(turn))
+        defer {
+            Task {
+                await ada.shutdown(); await bob.shutdown()
+            }
+        }
+        ada.acceptAll()
+        bob.acceptAll()
+        guard case .relayAllocated(let adaRelayed)? = await Self.nextRelayEvent(ada.network),
+            case .relayAllocated(let bobRelayed)? = await Self.nextRelayEvent(bob.network)
+        else {
+            Issue.record("no allocations")
+            return
+        }
+        try #require(ada.network.relayRoutes).learn(bobRelayed)
+        try #require(bob.network.relayRoutes).learn(adaRelayed)
+        let refusing = try RawListener.closedPort(.v4(.loopback))
+        defer { refusing.close() }
+        let type = "_\(SessionNode.serviceType)._tcp"
+        async let fromAda = ada.session.invite(
+            bob.peer, addresses: [refusing.address, bobRelayed], serviceType: type, context: [],
+            timeout: .seconds(15))
+        async let fromBob = bob.session.invite(
+            ada.peer, addresses: [refusing.address, adaRelayed], serviceType: type, context: [],
+            timeout: .seconds(15))
+        let (adaOutcome, bobOutcome) = await (fromAda, fromBob)
+        #expect(adaOutcome == .accepted && bobOutcome == .accepted, "\(adaOutcome) \(bobOutcome)")
+        #expect(await ada.session.memberLink(bob.identity.fingerprint)?.connection.isRelayed == true)
+        #expect(await bob.session.memberLink(ada.identity.fingerprint)?.connection.isRelayed == true)
+    }
+
     @Test(.ownThread) func aConnectTheRelayFindsBusyIsAskedAgainUntilTheEarlierConnectionCloses() async throws {
         // coturn keeps one connection per allocation and peer address: a second Connect while the first lives (or
         // while the relay tears a closed one down) is answered 446. A redial right after a link dies meets that.

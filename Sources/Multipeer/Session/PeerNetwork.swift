@@ -157,8 +157,10 @@ public actor PeerNetwork {
     struct ListenerEntry {
         var listeners: [PeerListener]
         var port: UInt16
-        /// The allocation on the relay that brings relayed connections to these listeners.
+        /// The allocation on the relay that brings relayed connections to these listeners (advertised).
         var relay: RelayClient?
+        /// The allocation this identity dials relayed peers from.
+        var dialRelay: RelayClient?
         /// Its relayed address, while it has one.
         var relayed: SocketAddress?
         /// Whether the allocation has had an outcome (allocated or failed) yet.
@@ -309,13 +311,26 @@ public actor PeerNetwork {
         }
         listeners[key] = ListenerEntry(listeners: made, port: port)
         if let relay = configuration.relay, let relayRoutes, let target = made.first {
+            // Two allocations per listening identity: one advertised, where peers' relayed connections arrive, and
+            // one to dial from. Two peers that invite each other at once then connect between different pairs of
+            // relayed addresses (one allocation for both would have each Connect meet the other's connection: 446).
+            // Both bring what arrives to this listener: a peer redials a member at the address it was reached from.
+            let accept: (TCPConnection, [UInt8], SocketAddress) -> Void = { socket, bytes, peer in
+                target.acceptRelayed(socket, initialBytes: bytes, remote: peer)
+            }
+            let logger = configuration.logger.area(.connection)
             let client = RelayClient(
-                configuration: relay.clientConfiguration, loop: loop, logger: configuration.logger.area(.connection),
-                onEvent: { [weak self] event in Task { await self?.relayEvent(event, key: key) } },
-                onIncoming: { socket, bytes, peer in target.acceptRelayed(socket, initialBytes: bytes, remote: peer) })
+                configuration: relay.clientConfiguration, loop: loop, logger: logger,
+                onEvent: { [weak self] event in Task { await self?.relayEvent(event, key: key) } }, onIncoming: accept)
+            let dialer = RelayClient(
+                configuration: relay.clientConfiguration, loop: loop, logger: logger,
+                onEvent: { [weak self] event in Task { await self?.dialRelayEvent(event, key: key) } },
+                onIncoming: accept)
             listeners[key]?.relay = client
-            relayRoutes.add(client, for: key.fingerprint)
+            listeners[key]?.dialRelay = dialer
+            relayRoutes.add(dialer, for: key.fingerprint)
             client.start()
+            dialer.start()
         }
         for listener in made {
             Task { [weak self] in
@@ -432,6 +447,15 @@ public actor PeerNetwork {
         }
     }
 
+    /// The dialing allocation's events: its permission, like the advertised one's (a peer may redial a member at the
+    /// address it was reached from, which is this allocation's); failures are logged by the client, not reported.
+    private func dialRelayEvent(_ event: RelayClient.Event, key: ListenerKey) {
+        guard !isShutDown, case .allocated(let relayed) = event, let entry = listeners[key] else { return }
+        var permitted = [relayed.address]
+        if let server = configuration.relay?.server.address, server != relayed.address { permitted.append(server) }
+        entry.dialRelay?.permit(permitted)
+    }
+
     /// The relayed address of the listener for these settings, while its allocation holds. A listener whose first
     /// allocation is still being made is waited for, at most `patience`: an advertisement that has its relayed
     /// address from the start is dialed through it by the first browser that finds it.
@@ -512,6 +536,7 @@ public actor PeerNetwork {
         for entry in listeners.values {
             for listener in entry.listeners { listener.close() }
             entry.relay?.stop()
+            entry.dialRelay?.stop()
         }
         listeners = [:]
         for session in sessions.values { await session.disconnect() }
