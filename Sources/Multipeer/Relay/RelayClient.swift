@@ -55,11 +55,15 @@ package final class RelayClient: @unchecked Sendable {
     private var connects: [Int: (Result<(TCPConnection, [UInt8]), RelayError>) -> Void] = [:]
     /// Connects asked for while there was no allocation, sent once there is one.
     private var waitingConnects: [(token: Int, peer: SocketAddress)] = []
-    /// Where each connect goes, and how often the relay said a connection to there still exists (446).
-    private var connectTargets: [Int: (peer: SocketAddress, busy: Int)] = [:]
-    /// How often a connect the relay answers 446 (a connection from this allocation to that peer still exists,
-    /// typically the one just closed, which the relay has not yet torn down) is asked again, 250 ms apart.
-    static let busyRetries = 8
+    /// Where each connect goes, and when the relay first said a connection to there still exists (446).
+    private var connectTargets: [Int: (peer: SocketAddress, firstBusy: IOInstant?)] = [:]
+    /// How long a connect the relay answers 446 (a connection from this allocation to that peer still exists,
+    /// typically the one just closed, which the relay has not yet torn down) is asked again, every
+    /// ``busyInterval``. A loaded relay took over 2 s to tear one down in a CI run; the budget is the default
+    /// handshake timeout, after which the connect fails with the relay's answer.
+    static let busyPatience: Duration = .seconds(10)
+    /// The wait between two connects the relay found busy.
+    static let busyInterval: Duration = .milliseconds(250)
     /// Addresses to permit once an allocation exists (kept across allocations).
     private var permitted: [IPAddress] = []
     /// Data connections being bound, closed if the client stops first.
@@ -111,7 +115,7 @@ package final class RelayClient: @unchecked Sendable {
             return {}
         }
         connects[token] = completion
-        connectTargets[token] = (peer, 0)
+        connectTargets[token] = (peer, nil)
         if var machine, machine.relayed != nil {
             let actions = machine.connect(to: peer, token: token, now: loop.clock.now())
             self.machine = machine
@@ -241,11 +245,12 @@ package final class RelayClient: @unchecked Sendable {
                     completion(result)
                 }
             case .connectFailed(let token, let error):
+                let now = loop.clock.now()
                 if error.code == .refused(status: 446), let target = connectTargets[token],
-                    target.busy < Self.busyRetries, connects[token] != nil
+                    now - (target.firstBusy ?? now) < Self.busyPatience, connects[token] != nil
                 {
-                    connectTargets[token]?.busy += 1
-                    loop.scheduleTimer(after: .milliseconds(250)) { [self] in
+                    if target.firstBusy == nil { connectTargets[token]?.firstBusy = now }
+                    loop.scheduleTimer(after: Self.busyInterval) { [self] in
                         guard connects[token] != nil, var machine, machine.relayed != nil else { return }
                         let again = machine.connect(to: target.peer, token: token, now: loop.clock.now())
                         self.machine = machine
