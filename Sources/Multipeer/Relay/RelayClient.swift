@@ -1,6 +1,5 @@
 package import Logging
 package import MultipeerIO
-internal import Synchronization
 
 /// One TCP allocation on a TURN relay (RFC 8656, RFC 6062), kept for as long as the client runs: the control
 /// connection and its ``TURNClientStateMachine``, data connections bound for incoming and outgoing relayed
@@ -59,8 +58,9 @@ package final class RelayClient: @unchecked Sendable {
     private var connectTargets: [Int: (peer: SocketAddress, firstBusy: IOInstant?)] = [:]
     /// How long a connect the relay answers 446 (a connection from this allocation to that peer still exists,
     /// typically the one just closed, which the relay has not yet torn down) is asked again, every
-    /// ``busyInterval``. A loaded relay took over 2 s to tear one down in a CI run; the budget is the default
-    /// handshake timeout, after which the connect fails with the relay's answer.
+    /// ``busyInterval``: the default handshake timeout, after which the connect fails with the relay's answer (a
+    /// relay's teardown time is not ours to promise; a redial waiting 2 s and failing would cost the session
+    /// more than one waiting longer).
     static let busyPatience: Duration = .seconds(10)
     /// The wait between two connects the relay found busy.
     static let busyInterval: Duration = .milliseconds(250)
@@ -70,7 +70,7 @@ package final class RelayClient: @unchecked Sendable {
     private var binding: [ObjectIdentifier: TCPConnection] = [:]
 
     /// The relayed address of the current allocation.
-    private let currentRelayed = Mutex<SocketAddress?>(nil)
+    private let currentRelayed = Lock<SocketAddress?>(nil)
 
     package init(
         configuration: Configuration, loop: EventLoop, logger: Logger, onEvent: @escaping @Sendable (Event) -> Void,
