@@ -50,7 +50,7 @@ let package = Package(
         .target(
             name: "MultipeerConnectivity",
             dependencies: [
-                "Multipeer", "MulticastDNS", "MultipeerConnectivitySubmodules",
+                "Multipeer", "MulticastDNS", "MultipeerIO", "MultipeerConnectivitySubmodules",
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
@@ -61,7 +61,7 @@ let package = Package(
         .target(
             name: "PeerConnectivity",
             dependencies: [
-                "MultipeerConnectivity", "MulticastDNS",
+                "MultipeerConnectivity", "MulticastDNS", "MultipeerIO",
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
@@ -101,7 +101,7 @@ let package = Package(
             ], swiftSettings: strict),
         // Network-namespace test lab shared by the end-to-end tests and the benchmarks.
         .target(
-            name: "NetLab", dependencies: [.product(name: "DequeModule", package: "swift-collections")],
+            name: "NetLab", dependencies: ["MultipeerIO", .product(name: "DequeModule", package: "swift-collections")],
             swiftSettings: strict),
         .executableTarget(
             name: "MultipeerBenchmarks",

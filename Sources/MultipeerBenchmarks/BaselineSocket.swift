@@ -1,6 +1,6 @@
+import MultipeerIO
 import Dispatch
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -203,7 +203,7 @@ enum BaselineSocket {
 /// `Thread` from Foundation with a semaphore instead of `pthread_join`: the body runs on its own kernel thread,
 /// so a blocking socket call in it never holds up the measuring thread.
 final class BaselineThread<Result: Sendable>: Sendable {
-    private let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
+    private let outcome = Lock<Swift.Result<Result, any Error>?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     /// Starts `body` on a new thread.

@@ -6,6 +6,7 @@ struct BenchmarkOptions {
                multipeer-bench session [--runs N] [--quick] [--verbose] [--only LIST]
                multipeer-bench widearea [--runs N] [--only LIST]   (root, knot, coturn: a routed lab and loopback)
                multipeer-bench --only baseline [--quick]     (or: multipeer-bench baseline)
+               multipeer-bench lock [--runs N]     (the project's Lock against Synchronization.Mutex)
           --runs N     timed runs per scenario and tool (default 10 for discovery, 5 for connection)
           --quick      3 runs and less work per run: discovery starts 20 advertisers instead of 50, connection
                        moves a quarter of the bytes and messages; for baseline, about a quarter of the work
@@ -38,13 +39,13 @@ struct BenchmarkOptions {
         // `--only baseline` may stand in for the suite name.
         if rest.starts(with: ["--only", "baseline"]) { rest = ["baseline"] + rest.dropFirst(2) }
         guard let suite = rest.popFirst(), !suite.hasPrefix("-") else { throw BenchmarkError(Self.usage) }
-        guard ["discovery", "connection", "session", "baseline", "widearea"].contains(suite) else {
+        guard ["discovery", "connection", "session", "baseline", "widearea", "lock"].contains(suite) else {
             throw BenchmarkError("unknown benchmark '\(suite)'\n\(Self.usage)")
         }
         self.suite = suite
         let numbers = suite == "connection" ? 1...5 : 1...7
         scenarios = Set(numbers)
-        if suite == "connection" || suite == "session" || suite == "widearea" { runs = 5 }
+        if ["connection", "session", "widearea", "lock"].contains(suite) { runs = 5 }
         var runsGiven = false
         while let argument = rest.popFirst() {
             switch argument {

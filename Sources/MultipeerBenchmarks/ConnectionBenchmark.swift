@@ -2,7 +2,6 @@ import Dispatch
 import Foundation
 import Multipeer
 import MultipeerIO
-import Synchronization
 
 /// `multipeer-bench connection`: throughput, small-message rate, round trips, connect time and idle memory of
 /// ``PeerConnection`` on 127.0.0.1, each against a baseline measured in the same runs (iperf3, the raw framed
@@ -182,7 +181,7 @@ final class LoopbackPeers: Sendable {
 /// - Returns: What `body` returned.
 /// - Throws: What `body` threw.
 func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-    let outcome = Mutex<Result<T, any Error>?>(nil)
+    let outcome = Lock<Result<T, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     Task {
         let result: Result<T, any Error>

@@ -1,7 +1,7 @@
+import MultipeerIO
 import Foundation
 import Multipeer
 import MultipeerConnectivity
-import Synchronization
 
 // `multipeer-bench session --only 7`: what the Multipeer Connectivity facade costs. Two `MCSession`s in one
 // process on 127.0.0.1 (the facade's one network: one event loop), linked by custom discovery, used as apps use
@@ -79,7 +79,7 @@ extension SessionBenchmark {
             let data = Data(repeating: 0x42, count: payload)
             let total = rounds + 200
             let times = await withCheckedContinuation { (continuation: CheckedContinuation<[Double], Never>) in
-                let state = Mutex((round: 0, start: BaselineSocket.nanoseconds(), times: [Double]()))
+                let state = Lock((round: 0, start: BaselineSocket.nanoseconds(), times: [Double]()))
                 aliceDelegate.onData.withLock {
                     $0 = OnData { [alice, bobID] in
                         let done = state.withLock { state -> [Double]? in
@@ -147,15 +147,15 @@ extension SessionBenchmark {
 
     /// The benchmark's delegate: counts data (and says when a count is reached), echoes it, or hands streams over.
     final class FacadeDelegate: NSObject, MCSessionDelegate, Sendable {
-        let echo = Mutex(false)
-        /// Boxed: a closure read out of a `Mutex` directly gains two thunks per read (see MCRuntime's `Boxed`).
-        let onData = Mutex<OnData?>(nil)
-        private let counting = Mutex<(left: Int, done: CheckedContinuation<UInt64, Never>?)>((0, nil))
-        private let streams = Mutex<CheckedContinuation<StreamBox, Never>?>(nil)
+        let echo = Lock(false)
+        /// Boxed: a closure read out of a `Lock` directly gains two thunks per read (see MCRuntime's `Boxed`).
+        let onData = Lock<OnData?>(nil)
+        private let counting = Lock<(left: Int, done: CheckedContinuation<UInt64, Never>?)>((0, nil))
+        private let streams = Lock<CheckedContinuation<StreamBox, Never>?>(nil)
 
         /// A task that ends, with the time, once `count` more messages arrived.
         func expect(_ count: Int) -> Task<UInt64, Never> {
-            let started = Mutex(false)
+            let started = Lock(false)
             let task = Task {
                 await withCheckedContinuation { continuation in
                     counting.withLock { $0 = (count, continuation) }
@@ -168,7 +168,7 @@ extension SessionBenchmark {
 
         /// A task that ends with the next stream received.
         func nextStream() -> Task<StreamBox, Never> {
-            let started = Mutex(false)
+            let started = Lock(false)
             let task = Task {
                 await withCheckedContinuation { continuation in
                     streams.withLock { $0 = continuation }

@@ -86,7 +86,7 @@ enum SessionBenchmark {
 
     /// A session that the advertiser's acceptor swaps for every invitation.
     final class CurrentSession: Sendable {
-        let session = Mutex<Session?>(nil)
+        let session = Lock<Session?>(nil)
     }
 
     static func inviteLatency(_ options: BenchmarkOptions) async throws -> (ConnectionRow, String) {

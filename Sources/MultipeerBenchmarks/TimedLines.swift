@@ -1,7 +1,7 @@
+import MultipeerIO
 import Dispatch
 import Foundation
 import NetLab
-import Synchronization
 
 /// Reads a ``LabProcess``'s stdout on a dedicated thread and stamps every line with the monotonic clock the moment
 /// it is handed over.
@@ -24,7 +24,7 @@ final class TimedLines: Sendable {
         var finished = false
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let changed = DispatchSemaphore(value: 0)
     /// The process read.
     let process: LabProcess

@@ -60,6 +60,10 @@ do {
     if options.suite == "baseline" { exit(runBaselines(options) ? 0 : 1) }
     if options.suite == "connection" { exit(try runConnection(options) ? 0 : 1) }
     if options.suite == "session" { exit(try runSession(options) ? 0 : 1) }
+    if options.suite == "lock" {
+        LockBenchmark.run(options)
+        exit(0)
+    }
     if options.suite == "widearea" {
         try WideAreaBenchmark.run(options)
         exit(0)

@@ -2,7 +2,7 @@ public import Foundation
 internal import Logging
 internal import MulticastDNS
 internal import Multipeer
-internal import Synchronization
+internal import MultipeerIO
 
 /// What an advertiser tells its application (Apple's `MCNearbyServiceAdvertiserDelegate`), on a private serial
 /// queue.
@@ -79,7 +79,7 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
     private let delegateBox = WeakDelegate<any MCNearbyServiceAdvertiserDelegate>()
     let calls: DelegateQueue
     /// The advertiser started last, with a token so a failed start clears only itself.
-    private let running = Mutex<(token: UUID, task: Task<PeerAdvertiser?, Never>)?>(nil)
+    private let running = Lock<(token: UUID, task: Task<PeerAdvertiser?, Never>)?>(nil)
     private let groupSecret: GroupSecret?
 
     /// An advertiser for `myPeerID` (made on this device). Stops with the rule broken for an invalid service
@@ -158,7 +158,7 @@ open class MCNearbyServiceAdvertiser: NSObject, @unchecked Sendable {
     private func offer(_ invitation: Invitation) async {
         let peerID = MCPeerID(peer: invitation.peer)
         let context = invitation.context.isEmpty ? nil : Data(invitation.context)
-        let answered = Mutex(false)
+        let answered = Lock(false)
         let handler: (Bool, MCSession?) -> Void = { accept, session in
             guard
                 answered.withLock({ done in
@@ -202,7 +202,7 @@ open class MCNearbyServiceBrowser: NSObject, @unchecked Sendable {
     private let delegateBox = WeakDelegate<any MCNearbyServiceBrowserDelegate>()
     let calls: DelegateQueue
     /// The browser started last (kept after a stop: inviting through it then reports the peer unreachable).
-    private let running = Mutex<(token: UUID, task: Task<PeerBrowser?, Never>, stopped: Bool)?>(nil)
+    private let running = Lock<(token: UUID, task: Task<PeerBrowser?, Never>, stopped: Bool)?>(nil)
 
     /// A browser for `myPeerID` (its own advertisement is never reported). Stops with the rule broken for an
     /// invalid service type, as Apple raises.
@@ -348,7 +348,7 @@ open class MCAdvertiserAssistant: NSObject, @unchecked Sendable, MCNearbyService
     }
 
     private let delegateBox = WeakDelegate<any MCAdvertiserAssistantDelegate>()
-    private let handler = Mutex<Boxed<@Sendable (MCPeerID, Data?) -> Bool>>(
+    private let handler = Lock<Boxed<@Sendable (MCPeerID, Data?) -> Bool>>(
         Boxed({ peerID, _ in
             report(
                 "MCAdvertiserAssistant: accepting the invitation from \(peerID.displayName)", level: .info,

@@ -1,6 +1,6 @@
 public import Foundation
 public import Multipeer
-internal import Synchronization
+internal import MultipeerIO
 
 /// A peer in the Multipeer Connectivity API.
 ///
@@ -54,7 +54,7 @@ open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
 
     // MARK: Where archived identities are kept
 
-    private static let store = Mutex(PeerIdentityStore.user)
+    private static let store = Lock(PeerIdentityStore.user)
 
     /// Where archiving a local peer ID keeps its private key, and unarchiving looks for it (an addition):
     /// ``PeerIdentityStore/user`` (`$XDG_DATA_HOME/swift-multipeer/identities`) unless set.

@@ -2,12 +2,11 @@ internal import Foundation
 package import Logging
 public import Multipeer
 internal import MultipeerIO
-internal import Synchronization
 
 /// Where this module's advertisers, browsers and sessions meet the network (an addition to Apple's API, which
 /// has no such knob): one ``PeerNetwork`` per process, made on first use from ``configuration``.
 public enum MCNetwork {
-    private static let state = Mutex<(configuration: PeerNetwork.Configuration?, network: PeerNetwork?)>((nil, nil))
+    private static let state = Lock<(configuration: PeerNetwork.Configuration?, network: PeerNetwork?)>((nil, nil))
 
     /// The interfaces and addresses to use. Read once, when the first advertiser, browser or session starts;
     /// by default what the environment says (`MULTIPEER_LOOPBACK=1`, `MULTIPEER_INTERFACE=eth0,...`, see
@@ -34,18 +33,7 @@ public enum MCNetwork {
     }
 }
 
-/// A value behind a lock that a class shares with the tasks it starts (a `Mutex` cannot be copied into them).
-final class Shared<Value: Sendable>: Sendable {
-    private let value: Mutex<Value>
-
-    init(_ value: Value) {
-        self.value = Mutex(value)
-    }
-
-    func withLock<R>(_ body: (inout Value) -> R) -> R { value.withLock { body(&$0) } }
-}
-
-/// A closure to keep behind a lock: `Mutex<Boxed<F>>`, never `Mutex<F>`. Reading a closure out of a generic
+/// A closure to keep behind a lock: `Lock<Boxed<F>>`, never `Lock<F>`. Reading a closure out of a generic
 /// container through `inout` (`mutex.withLock { $0 }`) wraps it in two more reabstraction thunks on every read, so
 /// each call through it gets slower without bound (20,000 reads: 0.3 ms boxed; 1.5 s, then 6 s, then 10 s
 /// unboxed); a class reference is read as it is.
@@ -77,7 +65,7 @@ final class DelegateQueue: Sendable {
     /// Runs tasks on ``queue`` (between its other calls, one job at a time): a task preferring it calls the
     /// delegate directly, in order with everything else queued.
     let executor: QueueExecutor
-    private let waiting = Mutex<(count: Int, bytes: Int, resume: [CheckedContinuation<Void, Never>])>((0, 0, []))
+    private let waiting = Lock<(count: Int, bytes: Int, resume: [CheckedContinuation<Void, Never>])>((0, 0, []))
     /// The most calls queued before ``deliver(bytes:_:)`` waits.
     let limit: Int
     /// The most bytes of data queued before it waits (a call with more than this still goes alone).

@@ -1,7 +1,7 @@
 public import Foundation
 internal import Multipeer
 internal import OrderedCollections
-internal import Synchronization
+internal import MultipeerIO
 
 /// What a session tells its application, on a private serial queue (Apple's `MCSessionDelegate`).
 public protocol MCSessionDelegate: NSObjectProtocol {
@@ -78,7 +78,7 @@ open class MCSession: NSObject, @unchecked Sendable {
 
     private let delegateBox = WeakDelegate<any MCSessionDelegate>()
     /// What takes data instead of the delegate, if set (see ``receiveData(with:)``).
-    private let dataReceiver = Mutex<Boxed<@Sendable (Data, MCPeerID) async -> Void>?>(nil)
+    private let dataReceiver = Lock<Boxed<@Sendable (Data, MCPeerID) async -> Void>?>(nil)
 
     /// For the PeerConnectivity facade: gives received data to `receiver` instead of the delegate's data method,
     /// on the delegate queue, in order; the session's reader waits for it (suspended, no thread held), so a
@@ -87,7 +87,7 @@ open class MCSession: NSObject, @unchecked Sendable {
         dataReceiver.withLock { $0 = Boxed(receiver) }
     }
     let calls: DelegateQueue
-    private let state: Mutex<State>
+    private let state: Lock<State>
     /// The longest data one `send` carries (the connection's message limit less the session's framing).
     let maximumDataLength: Int
 
@@ -174,7 +174,7 @@ open class MCSession: NSObject, @unchecked Sendable {
         var connection = ConnectionConfiguration(identity: myPeerID.identity!)
         MCNetwork.configuration.tuneConnections(&connection)
         maximumDataLength = connection.maximumMessageLength - 9
-        state = Mutex(State(native: Task { throw CancellationError() }))
+        state = Lock(State(native: Task { throw CancellationError() }))
         super.init()
         state.withLock { $0.native = startNative(generation: 0) }
     }
@@ -390,7 +390,7 @@ open class MCSession: NSObject, @unchecked Sendable {
         let peerID = MCPeerID(peer: request.peer)
         nonisolated(unsafe) let certificate: [Any]? = request.isAuthenticated ? [request] : nil
         let accepted = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let once = Mutex(false)
+            let once = Lock(false)
             let answer: @Sendable (Bool) -> Void = { accepted in
                 let first = once.withLock { done -> Bool in
                     defer { done = true }

@@ -1,6 +1,6 @@
 internal import Foundation
 internal import Multipeer
-internal import Synchronization
+internal import MultipeerIO
 
 /// Delivers `Stream` events to a stream's delegate: on the run loop it was scheduled in, else on a private
 /// serial queue (Foundation on Linux has no bound stream pair to do this for us).
@@ -227,7 +227,7 @@ final class StreamPipe: @unchecked Sendable {
 final class MCOutputStream: OutputStream {
     private let pipe = StreamPipe()
     private let events = StreamEvents()
-    private let status = Shared(Stream.Status.notOpen)
+    private let status = Lock(Stream.Status.notOpen)
 
     init(opening: Task<PeerStream, any Error>) {
         super.init(toMemory: ())
@@ -306,11 +306,11 @@ final class MCOutputStream: OutputStream {
 final class InputSignals: Sendable {
     private let events: StreamEvents
     private let pipe: StreamPipe
-    private let status: Shared<Stream.Status>
+    private let status: Lock<Stream.Status>
     /// Whether a delivery is queued, and whether the last event (end or error) went out.
-    private let state = Shared((pending: false, final: false))
+    private let state = Lock((pending: false, final: false))
 
-    init(events: StreamEvents, pipe: StreamPipe, status: Shared<Stream.Status>) {
+    init(events: StreamEvents, pipe: StreamPipe, status: Lock<Stream.Status>) {
         self.events = events
         self.pipe = pipe
         self.status = status
@@ -355,7 +355,7 @@ final class InputSignals: Sendable {
 final class MCInputStream: InputStream {
     private let pipe = StreamPipe()
     private let events = StreamEvents()
-    private let status = Shared(Stream.Status.notOpen)
+    private let status = Lock(Stream.Status.notOpen)
     private let signals: InputSignals
     private let stream: PeerStream
 

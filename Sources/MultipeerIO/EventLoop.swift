@@ -52,7 +52,7 @@ protocol EventLoopSelectable: AnyObject {
 /// Call `shutdown()` when done: the thread keeps the loop alive until then.
 public final class EventLoop: @unchecked Sendable {
     // Safety of @unchecked Sendable: `clock`, `name`, `epollFD`, `wakeFD` are immutable; `shared` and `threadID` are
-    // synchronized (Mutex, Atomic); every other stored property is touched only on the loop thread, which the
+    // synchronized (Lock, Atomic); every other stored property is touched only on the loop thread, which the
     // loop-only methods check with `precondition(inEventLoop)`.
 
     /// Maximum readiness events taken from the kernel per `epoll_wait`; more stay pending for the next call.
@@ -78,7 +78,7 @@ public final class EventLoop: @unchecked Sendable {
     private let threadID = Atomic<UInt>(0)
     /// Held while the loop's work runs (by the loop thread, or by a ``runIfIdle(_:)`` caller), so loop-confined
     /// state has one owner at a time; the loop thread releases it only to wait in `epoll_wait`.
-    private let ownership = Mutex<Void>(())
+    private let ownership = Lock<Void>(())
     /// When the loop's current `epoll_wait` ends at the latest (nil: no timer), so that ``runIfIdle(_:)`` knows
     /// whether a timer it armed needs the loop woken. Guarded by `ownership`.
     private var plannedWakeUp: IOInstant?
@@ -103,7 +103,7 @@ public final class EventLoop: @unchecked Sendable {
         case job(UnownedJob)
     }
 
-    private let shared = Mutex(Shared())
+    private let shared = Lock(Shared())
     /// The storage of the last batch run, emptied, handed back to `shared.tasks` by the next `takeTasks()` so
     /// that queueing work does not allocate. Loop-confined.
     private var spareTasks: [Work] = []

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A clock that moves only when told to, for deterministic tests of timer-driven behaviour.
 ///
@@ -9,12 +8,12 @@ public final class ManualClock: IOClock {
         var observers: [ObjectIdentifier: @Sendable () -> Void] = [:]
     }
 
-    private let state: Mutex<State>
+    private let state: Lock<State>
 
     /// Creates a clock that reads `start` until advanced.
     /// - Parameter start: The initial time (one second after the origin by default).
     public init(start: IOInstant = IOInstant(nanoseconds: 1_000_000_000)) {
-        state = Mutex(State(now: start))
+        state = Lock(State(now: start))
     }
 
     /// Moves the clock forward and wakes every event loop using it so due timers fire.

@@ -1,7 +1,7 @@
+import MultipeerIO
 import DequeModule
 import Dispatch
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -50,15 +50,15 @@ public final class LabProcess: Sendable {
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     /// Signalled on every change of `state`; waiters re-check the state, so extra signals are harmless.
     private let changed = DispatchSemaphore(value: 0)
 
     /// The write end of the process's stdin, for an interactive process; -1 once closed.
-    private let input: Mutex<Int32>
+    private let input: Lock<Int32>
 
     init(pid: pid_t, commandLine: String, stdout: Int32, stderr: Int32, stdin: Int32? = nil) {
-        input = Mutex(stdin ?? -1)
+        input = Lock(stdin ?? -1)
         self.pid = pid
         self.commandLine = commandLine
         Thread.detachNewThread { [self] in readStdout(stdout) }

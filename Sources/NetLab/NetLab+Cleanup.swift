@@ -1,7 +1,7 @@
+import MultipeerIO
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 
 extension NetLab {
     /// Removes the namespaces of labs whose creating process is dead (a crashed or killed test run), killing
@@ -50,7 +50,7 @@ extension NetLab {
     }
 
     /// Keeps the signal sources alive; a released dispatch source stops delivering.
-    private static let emergencySources = Mutex<[any DispatchSourceSignal]>([])
+    private static let emergencySources = Lock<[any DispatchSourceSignal]>([])
 
     /// Makes sure this process's namespaces go away when it is interrupted or exits without tearing down.
     ///

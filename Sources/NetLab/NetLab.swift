@@ -1,6 +1,6 @@
+import MultipeerIO
 import Foundation
 import Glibc
-import Synchronization
 
 /// A throw-away network of Linux network namespaces for end-to-end tests and benchmarks.
 ///
@@ -13,7 +13,7 @@ import Synchronization
 /// leftovers of dead runs from labs of live ones, and a random part, so labs of one process never collide.
 ///
 /// `Sendable` is checked by the compiler: the identity is immutable and the changing part (hosts, processes,
-/// torn-down flag) sits behind a `Mutex`.
+/// torn-down flag) sits behind a `Lock`.
 public final class NetLab: Sendable {
     /// The name every host interface has.
     public static let interfaceName = "lab0"
@@ -41,7 +41,7 @@ public final class NetLab: Sendable {
         var started = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     private init(id: String, subnetPrefixes: [String], ipv6Prefix: String?, routed: Bool) {
         self.id = id

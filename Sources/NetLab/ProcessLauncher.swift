@@ -1,5 +1,5 @@
+import MultipeerIO
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -29,7 +29,7 @@ public enum ProcessLauncher {
         }
     }
 
-    private static let spawnLock = Mutex(())
+    private static let spawnLock = Lock(())
 
     private static func makePipe() throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [-1, -1]

@@ -3,7 +3,7 @@ internal import Logging
 internal import MulticastDNS
 public import MultipeerConnectivity
 internal import OrderedCollections
-internal import Synchronization
+internal import MultipeerIO
 
 /// The PeerConnectivity library's manager (rchatham/PeerConnectivity) on this project's `MultipeerConnectivity`
 /// module: start it, listen to its events by key, send data, events, typed messages, streams and resources.
@@ -18,7 +18,7 @@ public class PeerConnectionManager: @unchecked Sendable {
 
     // MARK: Shared managers
 
-    private static let registry = Mutex<[ServiceType: WeakManager]>([:])
+    private static let registry = Lock<[ServiceType: WeakManager]>([:])
 
     private struct WeakManager: @unchecked Sendable {
         weak var manager: PeerConnectionManager?
@@ -73,7 +73,7 @@ public class PeerConnectionManager: @unchecked Sendable {
     private let bridge: DelegateBridge
     /// Every event goes through this queue, so listeners see them in order.
     private let events = DispatchQueue(label: "PeerConnectionManager.events")
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     private struct State {
         /// Found and not lost, in the order found.
@@ -671,7 +671,7 @@ final class DelegateBridge: NSObject, MCSessionDelegate, MCNearbyServiceAdvertis
 /// A byte budget one side takes from (suspending while it is spent, no thread blocked) and the other gives back to.
 final class ByteBudget: Sendable {
     /// The bytes taken, and the takers waiting for some to come back (each looks again when woken).
-    private let state = Mutex<(used: Int, waiting: [CheckedContinuation<Bool, Never>])>((0, []))
+    private let state = Lock<(used: Int, waiting: [CheckedContinuation<Bool, Never>])>((0, []))
     private let limit: Int
 
     init(limit: Int) {

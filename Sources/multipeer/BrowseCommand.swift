@@ -1,8 +1,8 @@
 internal import Foundation
 internal import Glibc
+import MultipeerIO
 import MulticastDNS
 import Multipeer
-internal import Synchronization
 
 /// `multipeer browse SERVICE [--json] [--timeout SECONDS] [--lost-timeout SECONDS] [--interface IFNAME]...`
 struct BrowseCommand {
@@ -92,7 +92,7 @@ func waitUntilCancelled() async {
 /// addresses, interface, discovery info), redrawn in place on the alternate screen (on every event and when the
 /// terminal's size changes), which is left at the end.
 final class BrowseTable: Sendable {
-    private let rows = Mutex<[String: DiscoveredService]>([:])
+    private let rows = Lock<[String: DiscoveredService]>([:])
 
     init() {
         Output.write("\u{1b}[?1049h\u{1b}[?25l")

@@ -2,7 +2,6 @@ internal import Foundation
 import MulticastDNS
 import Multipeer
 import MultipeerIO
-internal import Synchronization
 
 /// `multipeer demo`: discovery, invitations and a session of three on this machine's loopback interface, in a
 /// couple of seconds.
@@ -267,7 +266,7 @@ struct DemoCommand {
 
 /// A count the demo's tasks bump.
 final class DemoCounter: Sendable {
-    private let count = Mutex(0)
+    private let count = Lock(0)
     func add() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }

@@ -3,7 +3,6 @@ internal import Glibc
 import MulticastDNS
 import Multipeer
 import MultipeerIO
-internal import Synchronization
 
 /// `multipeer send FILE --to NAME` and `multipeer receive`: one file between two peers, with progress, a
 /// SHA-256 both sides print, resumption after a dropped link, and a clean cancel on Ctrl-C.
@@ -332,7 +331,7 @@ struct ReceiveCommand: PeerCommand {
 
 /// Whether SIGINT or SIGTERM arrived.
 final class Interrupted: Sendable {
-    private let flag = Mutex(false)
+    private let flag = Lock(false)
     func set() { flag.withLock { $0 = true } }
     var value: Bool { flag.withLock { $0 } }
 }

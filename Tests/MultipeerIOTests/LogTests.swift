@@ -1,12 +1,11 @@
 import Logging
-import Synchronization
 import Testing
 
 @testable import MultipeerIO
 
 /// Lines a handler wrote, kept for a test.
 private final class Lines: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Lock<[String]>([])
     var all: [String] { lines.withLock { $0 } }
     func append(_ line: String) { lines.withLock { $0.append(line) } }
 }

@@ -1,6 +1,5 @@
 import Glibc
 import MultipeerIO
-import Synchronization
 import TestIsolation
 import Testing
 
@@ -85,7 +84,7 @@ import Testing
     @Test func pausedReaderAppliesBackpressureUntilResumed() async throws {
         let total = 16 << 20
         try await withLoop { loop in
-            let serverReceived = Mutex<Int>(0)
+            let serverReceived = Lock<Int>(0)
             let server = Collector<TCPConnection>()
             let client = Collector<TCPConnection>()
             let writable = Collector<Int>()
@@ -155,7 +154,7 @@ import Testing
         let writes = 8
         let chunk = 1 << 20
         try await withLoop { loop in
-            let received = Mutex<[UInt8]>([])
+            let received = Lock<[UInt8]>([])
             let server = Collector<TCPConnection>()
             let address = try await Self.listenPaused(loop: loop, accepted: server) { bytes in
                 received.withLock { $0.append(contentsOf: bytes) }
@@ -211,7 +210,7 @@ import Testing
                 deinit { memory.deallocate() }
             }
             let receiver = Receiver()
-            let received = Mutex(0)
+            let received = Lock(0)
             let server = Collector<TCPConnection>()
             let address = try await Self.listenPaused(loop: loop, accepted: server) { bytes in
                 receiver.pieces.append(Array(bytes))

@@ -2,13 +2,12 @@ import Dispatch
 import Foundation
 import Glibc
 import MultipeerIO
-import Synchronization
 import TestIsolation
 import Testing
 
 /// A thread-safe list that loop-thread callbacks append to and tests read.
 final class Collector<Element: Sendable>: Sendable {
-    private let storage = Mutex<[Element]>([])
+    private let storage = Lock<[Element]>([])
 
     func append(_ element: Element) { storage.withLock { $0.append(element) } }
     func append(contentsOf elements: [Element]) { storage.withLock { $0.append(contentsOf: elements) } }
@@ -114,7 +113,7 @@ struct NetworkNamespace {
     /// Creates an event loop whose thread lives in this namespace: a helper thread enters the namespace with
     /// `setns`, and the loop thread it creates inherits it.
     func makeLoop() throws -> EventLoop {
-        let result = Mutex<Result<EventLoop, any Error>?>(nil)
+        let result = Lock<Result<EventLoop, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         let path = "/run/netns/\(name)"
         let thread = Thread {

@@ -1,13 +1,12 @@
 import Glibc
 import MultipeerIO
-import Synchronization
 import Testing
 
 @testable import Multipeer
 
 /// Payloads delivered to one endpoint's handler, appended on the loop thread and read by the test.
 private final class Inbox: Sendable {
-    private let payloads = Mutex<[[UInt8]]>([])
+    private let payloads = Lock<[[UInt8]]>([])
 
     func append(_ payload: [UInt8]) { payloads.withLock { $0.append(payload) } }
     var values: [[UInt8]] { payloads.withLock { $0 } }

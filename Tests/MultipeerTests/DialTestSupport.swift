@@ -1,6 +1,5 @@
 import Foundation
 import MultipeerIO
-import Synchronization
 
 @testable import Multipeer
 
@@ -162,7 +161,7 @@ extension IPAddress {
 /// The result of a connect running in a task, readable without awaiting it, so a test can bound how long
 /// it waits for a connect that ignores cancellation instead of hanging with it.
 final class ConnectOutcome: Sendable {
-    let result = Mutex<Result<PeerConnection, ConnectionError>?>(nil)
+    let result = Lock<Result<PeerConnection, ConnectionError>?>(nil)
     var isDone: Bool { result.withLock { $0 != nil } }
     var error: ConnectionError? {
         result.withLock { if case .failure(let error) = $0 { error } else { nil } }

@@ -1,7 +1,7 @@
+import MultipeerIO
 import Foundation
 import Multipeer
 import MultipeerConnectivity
-import Synchronization
 import TestIsolation
 import Testing
 
@@ -54,11 +54,11 @@ class Recorder: NSObject, MCSessionDelegate, MCNearbyServiceAdvertiserDelegate, 
     }
 
     let name: String
-    let log = Mutex(Log())
+    let log = Lock(Log())
     /// The session invitations are accepted into; nil declines.
-    let accepting = Mutex<MCSession?>(nil)
+    let accepting = Lock<MCSession?>(nil)
     /// Whether certificates are accepted.
-    let acceptCertificates = Mutex(true)
+    let acceptCertificates = Lock(true)
 
     init(_ name: String) {
         self.name = name

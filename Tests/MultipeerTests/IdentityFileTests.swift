@@ -1,6 +1,6 @@
+import MultipeerIO
 import Dispatch
 import Glibc
-import Synchronization
 import Testing
 
 @testable import Multipeer
@@ -183,7 +183,7 @@ struct IdentityFileTests {
         try withTemporaryDirectory { directory in
             let path = directory + "/identity"
             try #require(mkfifo(path, 0o600) == 0)
-            let outcome = Mutex<Result<PeerIdentity, IdentityError>?>(nil)
+            let outcome = Lock<Result<PeerIdentity, IdentityError>?>(nil)
             let done = DispatchSemaphore(value: 0)
             DispatchQueue.global().async {
                 let result = Result { () throws(IdentityError) in try PeerIdentity.load(from: path) }

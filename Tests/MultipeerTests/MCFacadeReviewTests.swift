@@ -1,6 +1,6 @@
+import MultipeerIO
 import Foundation
 import MultipeerConnectivity
-import Synchronization
 import TestIsolation
 import Testing
 
@@ -58,7 +58,7 @@ extension CompatibilitySuites {
             #expect(await soon { !pair.aliceLog.streams.isEmpty })
             nonisolated(unsafe) let input = try #require(pair.aliceLog.streams.first?.0)
             let watcher = StreamWatcher()
-            let started = Mutex(false)
+            let started = Lock(false)
             let thread = Thread {
                 let loop = RunLoop.current
                 input.delegate = watcher
@@ -179,8 +179,8 @@ extension CompatibilitySuites {
 
 /// Records stream events.
 final class StreamWatcher: NSObject, StreamDelegate, Sendable {
-    let events = Mutex<[Stream.Event]>([])
-    let done = Mutex(false)
+    let events = Lock<[Stream.Event]>([])
+    let done = Lock(false)
     func stream(_ aStream: Stream, handle eventCode: Stream.Event) {
         events.withLock { $0.append(eventCode) }
         if eventCode == .hasBytesAvailable, let input = aStream as? InputStream {
@@ -193,7 +193,7 @@ final class StreamWatcher: NSObject, StreamDelegate, Sendable {
 /// A recorder whose application blocks in its first `didReceive data` until released.
 final class BlockingRecorder: Recorder, @unchecked Sendable {
     private let gate = DispatchSemaphore(value: 0)
-    private let released = Mutex(false)
+    private let released = Lock(false)
 
     func release() {
         guard
@@ -255,9 +255,7 @@ extension CompatibilitySuites {
 
         /// Where Apple raises an exception, the process stops with the rule: an example app given a 64-byte name.
         @Test(.ownThread) func aDisplayNameBeyond63BytesStopsTheProcessNamingTheRule() throws {
-            let binary = CompatibilitySuites.MCSourceCompatibilityTests.root.appendingPathComponent(
-                ".build/debug/PeerLists"
-            ).path
+            let binary = CompatibilitySuites.MCSourceCompatibilityTests.products.appendingPathComponent("PeerLists").path
             try #require(FileManager.default.isExecutableFile(atPath: binary), "build the package first")
             let home = FileManager.default.temporaryDirectory.appendingPathComponent("mc-rule-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: home) }

@@ -1,7 +1,7 @@
+import MultipeerIO
 import Foundation
 import Multipeer
 import MultipeerConnectivity
-import Synchronization
 import TestIsolation
 import Testing
 
@@ -18,7 +18,7 @@ extension CompatibilitySuites {
             defer { session.disconnect() }
             let stranger = MCPeerID(displayName: "Stranger")
             let implementing: any MCSessionDelegate = Refusing()
-            let answers = Mutex<[Bool]>([])
+            let answers = Lock<[Bool]>([])
             // Its own method runs...
             implementing.session?(session, didReceiveCertificate: nil, fromPeer: stranger) { accepted in
                 answers.withLock { $0.append(accepted) }
@@ -151,7 +151,7 @@ private final class RequiredOnlyDelegate: NSObject, MCSessionDelegate, Sendable 
 private final class Failing: NSObject, MCNearbyServiceAdvertiserDelegate, MCNearbyServiceBrowserDelegate,
     MCAdvertiserAssistantDelegate, Sendable
 {
-    let calls = Mutex<[String]>([])
+    let calls = Lock<[String]>([])
     func advertiser(
         _ advertiser: MCNearbyServiceAdvertiser, didReceiveInvitationFromPeer peerID: MCPeerID,
         withContext context: Data?, invitationHandler: @escaping (Bool, MCSession?) -> Void
@@ -176,8 +176,8 @@ private final class Failing: NSObject, MCNearbyServiceAdvertiserDelegate, MCNear
 
 /// Records, in each state call, whether `connectedPeers` lists the peer, and the peer ID objects of data.
 private final class StateProbe: Recorder, @unchecked Sendable {
-    let seen = Mutex<[(state: MCSessionState, listed: Bool, peer: ObjectIdentifier)]>([])
-    let received = Mutex<[ObjectIdentifier]>([])
+    let seen = Lock<[(state: MCSessionState, listed: Bool, peer: ObjectIdentifier)]>([])
+    let received = Lock<[ObjectIdentifier]>([])
 
     override func session(_ session: MCSession, peer peerID: MCPeerID, didChange state: MCSessionState) {
         let listed = session.connectedPeers.contains(peerID)
@@ -217,8 +217,8 @@ private final class UnkeptStreamReader: Recorder, @unchecked Sendable {
 
 /// Reads 100 bytes per `hasBytesAvailable`, closes at the end.
 private final class FixedReader: NSObject, StreamDelegate, Sendable {
-    let bytes = Mutex<[UInt8]>([])
-    let ended = Mutex(false)
+    let bytes = Lock<[UInt8]>([])
+    let ended = Lock(false)
 
     func stream(_ aStream: Stream, handle eventCode: Stream.Event) {
         guard let input = aStream as? InputStream else { return }

@@ -11,6 +11,10 @@ extension CompatibilitySuites {
     struct MCSourceCompatibilityTests {
         static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
+        /// The build's products: where the running test executable is (`.build/<triple>/debug`, or the sanitizer
+        /// builds' scratch paths), with the modules in `Modules`.
+        static let products = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent()
 
         /// Runs `swiftc -typecheck` on `file` against the modules of this build; returns the exit status and output.
         static func typecheck(_ file: URL, languageMode: String) throws -> (Int32, String) {
@@ -18,7 +22,7 @@ extension CompatibilitySuites {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = [
                 "swiftc", "-typecheck", "-swift-version", languageMode,
-                "-I", root.appendingPathComponent(".build/debug/Modules").path,
+                "-I", products.appendingPathComponent("Modules").path,
                 "-I", root.appendingPathComponent("Sources/COpenSSL").path,
                 // What SwiftPM gives a target that depends on the module: the Clang module map of its submodules.
                 "-I", root.appendingPathComponent("Sources/MultipeerConnectivitySubmodules").path, file.path,
@@ -34,7 +38,7 @@ extension CompatibilitySuites {
 
         @Test(arguments: ["5", "6"])
         func everyMemberWithApplesLabelsTypeChecks(languageMode: String) throws {
-            let modules = Self.root.appendingPathComponent(".build/debug/Modules/MultipeerConnectivity.swiftmodule")
+            let modules = Self.products.appendingPathComponent("Modules/MultipeerConnectivity.swiftmodule")
             try #require(FileManager.default.fileExists(atPath: modules.path), "build the package first")
             let (status, output) = try Self.typecheck(
                 Self.root.appendingPathComponent("Tests/Compatibility/AppleAPIUsage.swift"), languageMode: languageMode)

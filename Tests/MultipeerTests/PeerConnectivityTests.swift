@@ -1,7 +1,7 @@
+import MultipeerIO
 import Foundation
 import MultipeerConnectivity
 import PeerConnectivity
-import Synchronization
 import Testing
 
 /// Collects a manager's events (listening in the background, on the manager's queue).
@@ -87,7 +87,7 @@ extension CompatibilitySuites {
             let benLog = EventLog()
             annLog.attach(to: ann)
             benLog.attach(to: ben)
-            let received = Mutex<[Note]>([])
+            let received = Lock<[Note]>([])
             ann.observeMessages(ofType: Note.self, forKey: "notes") { note, _ in received.withLock { $0.append(note) } }
             defer {
                 ann.stop()
@@ -112,7 +112,7 @@ extension CompatibilitySuites {
             #expect(annLog.eventInfos.last?["only"] as? String == "you")
 
             // Typed messages, in order, through observeMessages (on the main queue), with the per-peer outcome.
-            let outcome = Mutex<[Peer: any Error]?>(nil)
+            let outcome = Lock<[Peer: any Error]?>(nil)
             for number in 0..<50 { ben.sendMessage(Note(text: "n", number: number)) }
             ben.sendMessage(Note(text: "last", number: 50)) { failures in outcome.withLock { $0 = failures } }
             #expect(await soon { outcome.withLock { $0 != nil } })
@@ -157,7 +157,7 @@ extension CompatibilitySuites {
             let annPeer = try #require(ben.connectedPeers.first)
             ann.stop()
             #expect(await soon { ben.connectedPeers.isEmpty })
-            let outcome = Mutex<[Peer: any Error]?>(nil)
+            let outcome = Lock<[Peer: any Error]?>(nil)
             ben.sendData(Data([1]), toPeers: [annPeer]) { failures in outcome.withLock { $0 = failures } }
             #expect(await soon { outcome.withLock { $0 != nil } })
             let failure = try #require(outcome.withLock { $0?[annPeer] })
@@ -193,7 +193,7 @@ extension CompatibilitySuites {
             let ben = PeerConnectionManager(serviceType: service, connectionType: .custom, displayName: "Ben")
             let annLog = EventLog()
             annLog.attach(to: ann)
-            let answered = Mutex(0)
+            let answered = Lock(0)
             ann.listenOn(
                 { event in
                     if case .receivedInvitation(_, let context, let handler) = event {

@@ -1,6 +1,5 @@
 import Dispatch
 import MultipeerIO
-import Synchronization
 import TestIsolation
 import Testing
 
@@ -40,7 +39,7 @@ struct SessionCancellationTests {
     @Test func anInvitationWaitingForItsAnswerIsWithdrawnWhenCancelled() async throws {
         let alice = try await SessionNode("Alice")
         let bob = try await SessionNode("Bob")
-        let held = Mutex<Invitation?>(nil)
+        let held = Lock<Invitation?>(nil)
         bob.answerInvitations { invitation in held.withLock { $0 = invitation } }
         let invite = Task { await alice.invite(bob, timeout: .seconds(60)) }
         // Cancelled once Bob's application holds it (a loaded machine may take a while to get it there).
@@ -134,14 +133,14 @@ struct SessionCancellationTests {
         bob.acceptAll()
         #expect(await alice.invite(bob) == .accepted)
         let gate = DispatchSemaphore(value: 0)
-        let held = Mutex(false)
+        let held = Lock(false)
         _ = bob.network.loop.execute {
             held.withLock { $0 = true }
             gate.wait()
         }
         #expect(await waitUntil(.seconds(30)) { held.withLock { $0 } })
         let session = alice.session
-        let returned = Mutex(false)
+        let returned = Lock(false)
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             await session.disconnect()

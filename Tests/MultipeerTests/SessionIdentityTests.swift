@@ -1,6 +1,5 @@
 import Foundation
 import MultipeerIO
-import Synchronization
 import TestIsolation
 import Testing
 
@@ -12,7 +11,7 @@ import Testing
 struct SessionIdentityTests {
     /// What a hand-driven peer received, in order.
     final class Received: Sendable {
-        private let messages = Mutex<[SessionWire.Message]>([])
+        private let messages = Lock<[SessionWire.Message]>([])
         func add(_ message: SessionWire.Message) { messages.withLock { $0.append(message) } }
         var all: [SessionWire.Message] { messages.withLock { $0 } }
         var sawSecrets: Bool {

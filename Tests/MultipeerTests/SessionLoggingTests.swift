@@ -1,6 +1,5 @@
 import Logging
 import MultipeerIO
-import Synchronization
 import Testing
 
 @testable import Multipeer
@@ -15,7 +14,7 @@ struct CapturingLogHandler: LogHandler {
     }
 
     final class Store: Sendable {
-        private let events = Mutex<[Event]>([])
+        private let events = Lock<[Event]>([])
         var all: [Event] { events.withLock { $0 } }
         func append(_ event: Event) { events.withLock { $0.append(event) } }
     }

@@ -1,5 +1,4 @@
 import MultipeerIO
-import Synchronization
 import TestIsolation
 import Testing
 
@@ -310,7 +309,7 @@ extension Sequence {
 
 /// Sequence numbers per receiver and sender.
 final class Tally: Sendable {
-    private let state = Mutex<[String: [String: [Int]]]>([:])
+    private let state = Lock<[String: [String: [Int]]]>([:])
     func add(receiver: String, sender: String, _ sequence: Int) {
         state.withLock { $0[receiver, default: [:]][sender, default: []].append(sequence) }
     }

@@ -1,6 +1,5 @@
 import Logging
 import MultipeerIO
-import Synchronization
 import Testing
 
 @testable import Multipeer
@@ -89,7 +88,7 @@ final class SessionNode: Sendable {
 
 /// Collects a session's events so tests can wait for one without owning the stream.
 final class EventRecorder: Sendable {
-    private let state = Mutex<[SessionEvent]>([])
+    private let state = Lock<[SessionEvent]>([])
 
     init(_ events: AsyncStream<SessionEvent>) {
         Task { [self] in for await event in events { record(event) } }
@@ -135,7 +134,7 @@ func waitUntil(_ timeout: Duration = .seconds(10), _ condition: () async -> Bool
 final class HandDrivenPeer: Sendable {
     let identity: PeerIdentity
     let connection: PeerConnection
-    private let received = Mutex<[SessionWire.Message]>([])
+    private let received = Lock<[SessionWire.Message]>([])
 
     /// Connects to `node`'s listener (TLS proving `identity` unless `encryption` is `.none`).
     init(_ identity: PeerIdentity, to node: SessionNode, encryption: EncryptionPreference = .required) async throws {

@@ -1,5 +1,5 @@
+import MultipeerIO
 import Foundation
-import Synchronization
 import TestIsolation
 import Testing
 
@@ -9,7 +9,7 @@ import Testing
 struct StreamInboundTests {
     /// Reported consumption, as the connection would receive it.
     final class Reports: Sendable {
-        let counts = Mutex<[Int]>([])
+        let counts = Lock<[Int]>([])
         var total: Int { counts.withLock { $0.reduce(0, +) } }
         func add(_ count: Int) { counts.withLock { $0.append(count) } }
     }

@@ -1,14 +1,13 @@
 internal import Glibc
 internal import Logging
 import MultipeerIO
-internal import Synchronization
 
 /// The owner of the sockets, the interface monitor, the responder and the browsers: it feeds packets and
 /// timer ticks to the state machines and performs the actions they return.
 ///
 /// Safety of `@unchecked Sendable`: every stored property except `counters` is touched only on `loop`'s
 /// thread (each entry point is either called through `loop.execute`/`submit` or asserts `inEventLoop`);
-/// `counters` is a `Mutex`.
+/// `counters` is a `Lock`.
 final class MulticastDNSEngine: @unchecked Sendable {
     struct BrowserSlot {
         var machine: BrowserStateMachine
@@ -43,7 +42,7 @@ final class MulticastDNSEngine: @unchecked Sendable {
     private var closed = false
     /// `true` once ``close()`` ran. Loop thread only.
     var isClosed: Bool { closed }
-    let counters = Mutex(DiscoveryStatistics())
+    let counters = Lock(DiscoveryStatistics())
 
     init(loop: EventLoop, configuration: DiscoveryConfiguration, logger: Logger) throws(DiscoveryError) {
         self.loop = loop

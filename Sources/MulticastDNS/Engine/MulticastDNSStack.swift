@@ -1,6 +1,5 @@
 public import Logging
 public import MultipeerIO
-internal import Synchronization
 
 /// Multicast DNS service discovery on this host: advertise services and browse for them.
 ///
@@ -16,7 +15,7 @@ internal import Synchronization
 public final class MulticastDNSStack: Sendable {
     let engine: MulticastDNSEngine
     private let ownsLoop: Bool
-    private let isShutDown = Mutex(false)
+    private let isShutDown = Lock(false)
 
     /// Opens the sockets and starts following interfaces.
     /// - Parameters:

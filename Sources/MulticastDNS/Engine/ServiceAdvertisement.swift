@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import MultipeerIO
 
 /// A running advertisement, returned by ``MulticastDNSStack/advertise(_:name:port:txt:)``.
 public final class ServiceAdvertisement: Sendable {
@@ -72,8 +72,8 @@ public enum AdvertisementEvent: Sendable, Hashable {
 
 /// The current instance name, written on the loop thread and read by any thread.
 final class SharedName: Sendable {
-    private let storage: Mutex<String>
-    init(_ name: String) { storage = Mutex(name) }
+    private let storage: Lock<String>
+    init(_ name: String) { storage = Lock(name) }
     var value: String {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }

@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import MultipeerIO
 
 /// A running browse, returned by ``MulticastDNSStack/browse(_:)``.
 public final class ServiceBrowser: Sendable {
@@ -7,8 +7,8 @@ public final class ServiceBrowser: Sendable {
     public let serviceType: ServiceType
     /// Found, updated and lost events, in order.
     public let events: AsyncStream<ServiceBrowserEvent>
-    private let id = Mutex<Int?>(nil)
-    private let stopped = Mutex(false)
+    private let id = Lock<Int?>(nil)
+    private let stopped = Lock(false)
 
     init(engine: MulticastDNSEngine, type: ServiceType, events: AsyncStream<ServiceBrowserEvent>) {
         self.engine = engine

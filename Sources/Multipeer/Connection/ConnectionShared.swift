@@ -1,5 +1,5 @@
+import MultipeerIO
 import DequeModule
-internal import Synchronization
 
 /// The part of a connection that application tasks touch from any thread: the outbound queue that `send`
 /// fills and the event loop drains, and the inbound queue the loop fills and `messages` drains. Everything
@@ -85,7 +85,7 @@ final class ConnectionShared: Sendable {
         var closeWaiters: [CheckedContinuation<ConnectionError, Never>] = []
     }
 
-    let state = Mutex(State())
+    let state = Lock(State())
     /// The most unsent bytes `send` queues before it suspends.
     let sendBufferLimit: Int
     /// The most datagram charge queued before datagrams are dropped.

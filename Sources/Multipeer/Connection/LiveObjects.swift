@@ -1,3 +1,4 @@
+internal import MultipeerIO
 internal import Synchronization
 
 /// Counts of connection objects alive in this process, so tests can check that finished connections release

@@ -1,5 +1,4 @@
 internal import MultipeerIO
-internal import Synchronization
 
 /// Runs one dial to a peer with several addresses: performs what a ``HappyEyeballsStateMachine`` asks (an
 /// attempt is a task running the single-address connect, abandoned through task cancellation), keeps one loop
@@ -9,7 +8,7 @@ internal import Synchronization
 /// the loop stopped can still end the dial from its own thread.
 final class PeerDialer: @unchecked Sendable {
     // Safety of @unchecked Sendable: `machine`, `tasks`, `timer` and `cancelled` are touched only on `loop`'s
-    // thread (everything reaches it through `loop.execute` or a loop timer); `continuation` is behind a Mutex.
+    // thread (everything reaches it through `loop.execute` or a loop timer); `continuation` is behind a Lock.
 
     /// The most addresses one dial accepts.
     ///
@@ -26,7 +25,7 @@ final class PeerDialer: @unchecked Sendable {
     private var tasks: [Int: Task<Void, Never>] = [:]
     private var timer: TimerID?
     private var cancelled = false
-    private let continuation = Mutex<CheckedContinuation<PeerConnection, any Error>?>(nil)
+    private let continuation = Lock<CheckedContinuation<PeerConnection, any Error>?>(nil)
 
     private init(
         addresses: [SocketAddress], expecting: PeerFingerprint?, configuration: ConnectionConfiguration,

@@ -1,6 +1,5 @@
 import DequeModule
 public import MultipeerIO
-internal import Synchronization
 
 /// Accepts connections from peers: runs each handshake (preamble, TLS, hello) on the event loop and yields
 /// the connections that finished it.
@@ -105,13 +104,13 @@ public final class PeerListener: Sendable {
 
 /// The listener's loop-side state.
 final class ListenerState: @unchecked Sendable {
-    // Safety of @unchecked Sendable: everything but `statistics` (a Mutex) is touched only on `loop`'s thread.
+    // Safety of @unchecked Sendable: everything but `statistics` (a Lock) is touched only on `loop`'s thread.
     let loop: EventLoop
     let configuration: ConnectionConfiguration
     let contexts: TLSContexts
     let connections: AsyncStream<PeerConnection>.Continuation
     let failures: AsyncStream<ConnectionError>.Continuation
-    let statistics = Mutex(PeerListener.Statistics())
+    let statistics = Lock(PeerListener.Statistics())
     private var listener: TCPListener?
     /// The UDP endpoint every accepted connection's unreliable messages share.
     private var datagramEndpoint: DatagramEndpoint?

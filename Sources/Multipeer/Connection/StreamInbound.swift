@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import MultipeerIO
 
 /// Received stream bytes waiting for the reader, in one contiguous buffer that is reused while the stream is
 /// busy (a new array per frame cost a page fault per 4 KiB once glibc trimmed the freed arrays).
@@ -108,10 +108,10 @@ final class StreamInbound: Sendable {
     /// stream that receives little holds little.
     static let minimumCapacity = 256
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     /// Held by a reader while it borrows and copies, so concurrent readers take turns (the producer never
     /// takes it).
-    private let readTurn = Mutex(())
+    private let readTurn = Lock(())
     /// Read bytes reported together, so a reader taking small pieces does not wake the loop for each.
     private let reportBatch: Int
     /// The channel's receive window: the most bytes the connection lets wait here.

@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import MultipeerIO
 
 /// The TLS contexts of one identity: the dialer's (client) and the acceptor's (server), made on first use and
 /// shared by every connection of that identity.
@@ -9,7 +9,7 @@ internal import Synchronization
 final class TLSContexts: @unchecked Sendable {
     /// Weak: the identity owns this object (``PeerIdentity/tlsContexts``).
     private weak var identity: PeerIdentity?
-    private let contexts = Mutex<[TLSRole: TLSContext]>([:])
+    private let contexts = Lock<[TLSRole: TLSContext]>([:])
 
     /// The contexts of `identity`, made once per identity and role when first needed: a context holds the
     /// identity's certificate and costs about a millisecond and several kilobytes to make.

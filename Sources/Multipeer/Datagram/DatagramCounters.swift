@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import MultipeerIO
 
 /// The ``DatagramStatistics`` of one connection, counted on its loop thread by its ``DatagramOpener`` and read
 /// from any thread by ``PeerConnection/datagramStatistics``.
@@ -6,7 +6,7 @@ internal import Synchronization
 /// A lock rather than one atomic per field, so a reader never sees `received` disagree with the sum of the
 /// outcomes; it is taken once per received packet, uncontended but for the occasional reader.
 final class DatagramCounters: Sendable {
-    private let state = Mutex(DatagramStatistics())
+    private let state = Lock(DatagramStatistics())
 
     /// Creates counters at zero.
     init() {}

@@ -1,3 +1,4 @@
+internal import MultipeerIO
 internal import Synchronization
 
 /// A peer's identity: an Ed25519 key pair, the fingerprint of its public key, and a display name.
@@ -16,7 +17,7 @@ public final class PeerIdentity: Sendable {
     let key: EVPKey
     private let ephemeral: Atomic<Bool>
     /// The TLS contexts made for this identity (see ``TLSContexts/of(_:)``), shared by its connections.
-    let tlsContexts = Mutex<TLSContexts?>(nil)
+    let tlsContexts = Lock<TLSContexts?>(nil)
 
     private init(displayName: String, key: EVPKey, ephemeral: Bool) throws(IdentityError) {
         self.displayName = displayName

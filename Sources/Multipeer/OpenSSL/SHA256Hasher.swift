@@ -1,9 +1,9 @@
 internal import COpenSSL
-internal import Synchronization
+internal import MultipeerIO
 
 /// SHA-256 over data that arrives in pieces (a file being sent or received), through OpenSSL's EVP interface.
 final class SHA256Hasher: Sendable {
-    private let context: Mutex<DigestContextBox>
+    private let context: Lock<DigestContextBox>
 
     private final class DigestContextBox: @unchecked Sendable {
         // Safety: only touched under the hasher's mutex.
@@ -16,7 +16,7 @@ final class SHA256Hasher: Sendable {
         guard let context = DigestContext(), EVP_DigestInit_ex(context.pointer, EVP_sha256(), nil) == 1 else {
             preconditionFailure("OpenSSL SHA-256 init failed: \(OpenSSLErrorQueue.drain())")
         }
-        self.context = Mutex(DigestContextBox(context))
+        self.context = Lock(DigestContextBox(context))
     }
 
     /// Adds bytes.

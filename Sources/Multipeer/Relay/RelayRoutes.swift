@@ -1,6 +1,6 @@
 internal import MultipeerIO
+import MultipeerIO
 import OrderedCollections
-internal import Synchronization
 
 /// What one network knows of relaying: the relayed addresses peers advertised (dialed through a relay, after
 /// their direct addresses) and the allocations it holds, one per listening identity, through which it dials them.
@@ -18,7 +18,7 @@ final class RelayRoutes: Sendable {
         var clients: [(identity: PeerFingerprint, client: RelayClient)] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Remembers a relayed address a peer advertised.
     func learn(_ address: SocketAddress) {

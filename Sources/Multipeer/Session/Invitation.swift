@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import MultipeerIO
 
 /// An invitation a peer sent to an advertiser: who (its identity proven by TLS, or a plaintext claim), the
 /// application's context data (at most ``maximumContextLength`` bytes, refused before it reaches anyone
@@ -29,9 +29,9 @@ public final class Invitation: Sendable, CustomStringConvertible {
     let id: [UInt8]
     /// The identity and security of the advertiser's listener the invitation came through.
     let listener: PeerNetwork.ListenerKey
-    private let machine = Mutex(InviteeStateMachine())
+    private let machine = Lock(InviteeStateMachine())
     private let onRelease: @Sendable () -> Void
-    private let timer = Mutex<SessionTimer?>(nil)
+    private let timer = Lock<SessionTimer?>(nil)
 
     init(
         link: Link, id: [UInt8], context: [UInt8], timeout: Duration, serviceType: String,

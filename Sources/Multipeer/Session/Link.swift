@@ -21,7 +21,7 @@ final class Link: Sendable {
     let peer: Peer
     /// Whether this side dialed the connection.
     let isDialer: Bool
-    private let state: Mutex<State>
+    private let state: Lock<State>
 
     private struct State {
         var handler: Handler?
@@ -41,7 +41,7 @@ final class Link: Sendable {
         token = Self.tokens.add(1, ordering: .relaxed).newValue
         peer = Peer(connection.peer)
         self.isDialer = isDialer
-        state = Mutex(State(linkID: linkID))
+        state = Lock(State(linkID: linkID))
     }
 
     var fingerprint: PeerFingerprint { peer.claimedFingerprint }

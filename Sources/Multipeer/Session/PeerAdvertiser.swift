@@ -1,6 +1,5 @@
 public import MulticastDNS
 internal import MultipeerIO
-internal import Synchronization
 
 /// Makes this peer visible to browsers of a service type and receives their invitations.
 ///
@@ -56,7 +55,7 @@ public final class PeerAdvertiser: Sendable {
     private let advertisement: ServiceAdvertisement?
     /// The registration in the network's wide-area domain, when it has one.
     private let wideAreaRegistration: Int?
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     private struct State {
         /// What the TXT record is made of now: the application's info and the relayed address.

@@ -1,6 +1,5 @@
 public import MulticastDNS
 public import MultipeerIO
-internal import Synchronization
 
 /// A peer a browser found: who, what it advertises, and where.
 public struct DiscoveredPeer: Sendable, Hashable {
@@ -47,7 +46,7 @@ public final class PeerBrowser: Sendable {
     private let browser: ServiceBrowser
     /// The browse of the network's wide-area domains, when it has them.
     private let wideAreaBrowse: WideAreaBrowse?
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Where an instance was found: multicast DNS on the link, or a wide-area domain (instances of one name in
     /// two places are two instances; both may name the same peer, which is found once).
@@ -222,9 +221,9 @@ public final class PeerBrowser: Sendable {
 
 /// How many of a browser's sources still feed it.
 private final class SourceCount: Sendable {
-    private let left: Mutex<Int>
+    private let left: Lock<Int>
 
-    init(_ count: Int) { left = Mutex(count) }
+    init(_ count: Int) { left = Lock(count) }
 
     /// One source ended; returns whether it was the last.
     func ended() -> Bool {

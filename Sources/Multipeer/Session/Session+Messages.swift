@@ -1,5 +1,4 @@
 internal import MultipeerIO
-internal import Synchronization
 
 // The message path: sends write in place on the member's link without entering the actor; each link's reader runs
 // on its connection's event loop and hands messages to the inbox, whose readers take them in batches.

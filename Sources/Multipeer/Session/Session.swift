@@ -237,9 +237,9 @@ public actor Session {
 
     /// A wait for several connections to close, given up at a deadline or on cancellation.
     private final class AllClosed: Sendable {
-        private let state: Mutex<(continuation: CheckedContinuation<Void, Never>?, finished: Bool, left: Int)>
+        private let state: Lock<(continuation: CheckedContinuation<Void, Never>?, finished: Bool, left: Int)>
 
-        init(count: Int) { state = Mutex((nil, false, count)) }
+        init(count: Int) { state = Lock((nil, false, count)) }
 
         /// Holds the waiter; false (and resumed) when the wait already ended.
         func start(_ continuation: CheckedContinuation<Void, Never>) -> Bool {
@@ -524,7 +524,7 @@ extension SessionWire.Message {
 
 /// The conversations of a session's members, by fingerprint, for the tasks that send without entering the actor.
 final class ConversationTable: Sendable {
-    private let table = Mutex<[PeerFingerprint: Conversation]>([:])
+    private let table = Lock<[PeerFingerprint: Conversation]>([:])
 
     func get(_ fingerprint: PeerFingerprint) -> Conversation? { table.withLock { $0[fingerprint] } }
 

@@ -1,6 +1,6 @@
+import MultipeerIO
 import DequeModule
 import OrderedCollections
-internal import Synchronization
 
 /// The session's received messages: one queue for every member's link, bounded in messages and bytes. A
 /// link's reader waits while the queue is full, so a slow application holds the senders back through the
@@ -66,7 +66,7 @@ final class SessionInbox: Sendable {
 
     let messageLimit: Int
     let byteLimit: Int
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     init(messageLimit: Int, byteLimit: Int) {
         self.messageLimit = messageLimit

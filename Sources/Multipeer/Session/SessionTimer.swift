@@ -1,11 +1,10 @@
 internal import MultipeerIO
-internal import Synchronization
 
 /// A one-shot timer on an event loop's clock (so tests drive it with a `ManualClock`), cancellable from any
 /// thread; the work runs at most once.
 final class SessionTimer: Sendable {
     private let loop: EventLoop
-    private let state = Mutex<(id: TimerID?, done: Bool)>((nil, false))
+    private let state = Lock<(id: TimerID?, done: Bool)>((nil, false))
 
     /// Starts a timer that runs `work` after `delay`, off the loop thread.
     init(after delay: Duration, on loop: EventLoop, _ work: @escaping @Sendable () -> Void) {
@@ -50,8 +49,8 @@ final class SessionTimer: Sendable {
     /// Waits `delay` on the loop's clock (a manual clock in tests); returns false at once when the waiting task is
     /// cancelled (or was already).
     static func sleep(for delay: Duration, on loop: EventLoop) async -> Bool {
-        let waiter = Mutex<(continuation: CheckedContinuation<Bool, Never>?, done: Bool)>((nil, false))
-        let timer = Mutex<SessionTimer?>(nil)
+        let waiter = Lock<(continuation: CheckedContinuation<Bool, Never>?, done: Bool)>((nil, false))
+        let timer = Lock<SessionTimer?>(nil)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let cancelled = waiter.withLock { state -> Bool in

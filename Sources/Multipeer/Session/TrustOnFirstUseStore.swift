@@ -1,5 +1,5 @@
 internal import Glibc
-internal import Synchronization
+internal import MultipeerIO
 
 /// Remembers the fingerprint each display name was first seen with, and refuses, loudly, a peer that shows
 /// up under a known name with another identity: the usual trust-on-first-use of SSH, for sessions.
@@ -52,7 +52,7 @@ public final class TrustOnFirstUseStore: Sendable {
     private let sink: AsyncStream<Report>.Continuation
     private let path: String?
     private let allowUnauthenticated: Bool
-    private let entries: Mutex<[String: PeerFingerprint]>
+    private let entries: Lock<[String: PeerFingerprint]>
 
     /// Opens a store.
     /// - Parameters:
@@ -77,7 +77,7 @@ public final class TrustOnFirstUseStore: Sendable {
                 loaded[name] = fingerprint
             }
         }
-        entries = Mutex(loaded)
+        entries = Lock(loaded)
     }
 
     /// The fingerprint remembered for a display name.

@@ -1,7 +1,6 @@
 internal import Foundation
 internal import MulticastDNS
 internal import MultipeerIO
-internal import Synchronization
 
 /// Asks one DNS server questions and sends it updates, over UDP with TCP when an answer is truncated
 /// (RFC 1035 section 4.2, RFC 7766), on an event loop.
@@ -159,7 +158,7 @@ private class Exchange: @unchecked Sendable {
     let id: UInt16
     let question: DNSQuestion?
     let what: String
-    private let completion = Mutex<(@Sendable (Result<[UInt8], WideAreaError>) -> Void)?>(nil)
+    private let completion = Lock<(@Sendable (Result<[UInt8], WideAreaError>) -> Void)?>(nil)
 
     init(client: UnicastDNSClient, bytes: [UInt8], id: UInt16, question: DNSQuestion?, what: String) {
         self.client = client

@@ -1,7 +1,6 @@
 package import Logging
 package import MulticastDNS
 package import MultipeerIO
-internal import Synchronization
 
 /// Wide-area DNS-SD for one network: finds the domains (given, or by RFC 6763 section 11 enumeration) and the
 /// zone to update, keeps this peer's registrations (registered at once, refreshed at a third of their lease,

@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import MultipeerIO
 
 /// What two members owe each other across links (``ReliabilityStateMachine``), shared by the tasks that use it:
 /// senders (any task, through ``Session/send(_:to:mode:)``), the current link's writer and reader, and the tasks
@@ -23,12 +23,12 @@ final class Conversation: Sendable {
         var nextWaiter = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Lock<State>
     /// The peer, for errors.
     let peerName: String
 
     init(byteLimit: Int, peerName: String) {
-        state = Mutex(State(machine: ReliabilityStateMachine(byteLimit: byteLimit)))
+        state = Lock(State(machine: ReliabilityStateMachine(byteLimit: byteLimit)))
         self.peerName = peerName
     }
 

@@ -58,9 +58,9 @@ final class ResourceCenter: Sendable {
         let fd: Int32
         let hasher = SHA256Hasher()
         let written = Atomic<UInt64>(0)
-        let reader = Mutex<Task<Void, Never>?>(nil)
+        let reader = Lock<Task<Void, Never>?>(nil)
         /// The stream being read, so stopping the reader can unblock it.
-        let stream = Mutex<PeerStream?>(nil)
+        let stream = Lock<PeerStream?>(nil)
 
         init(
             resource: IncomingResource, id: [UInt8], fingerprint: PeerFingerprint, partialPath: String, sha256: [UInt8],
@@ -91,7 +91,7 @@ final class ResourceCenter: Sendable {
 
     let directory: String
     let maximumSize: Int64
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// The session's logger, for resources.
     let logger: Logger
@@ -422,7 +422,7 @@ final class ResourceCenter: Sendable {
         // Reading the stream and writing/hashing the file overlap: the reader stages 1 MiB pieces and hands them
         // to a writer through a pipe of four, so the network is read while the previous piece is written.
         let pipe = ChunkPipe(capacity: 4)
-        let failure = Mutex<String?>(nil)
+        let failure = Lock<String?>(nil)
         let writer = Task {
             var lastConfirmed = incoming.written.load(ordering: .relaxed)
             while let chunk = await pipe.take() {
@@ -642,7 +642,7 @@ final class ChunkPipe: Sendable {
         var putter: CheckedContinuation<Bool, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     let capacity: Int
 
     init(capacity: Int) { self.capacity = capacity }

@@ -1,5 +1,5 @@
 public import Foundation
-internal import Synchronization
+internal import MultipeerIO
 
 /// A resource (a file) on its way to a member: its progress (bytes the receiver confirmed; cancel it to stop
 /// the transfer on both sides) and its outcome.
@@ -11,7 +11,7 @@ public final class ResourceTransfer: Sendable {
     /// Bytes the receiver confirmed out of the size; `cancel()` stops the transfer on both sides.
     public let progress: Progress
     let id: [UInt8]
-    private let outcome = Mutex<
+    private let outcome = Lock<
         (
             result: Result<ResourceReceipt, SessionError>?,
             waiters: [CheckedContinuation<Result<ResourceReceipt, SessionError>, Never>]
