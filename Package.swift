@@ -114,9 +114,10 @@ let package = Package(
         // Traits the test targets share: the lock that keeps tests counting process-wide resources apart from busy
         // ones, and a thread of its own for a test that computes or blocks for long.
         .target(name: "TestIsolation", path: "Tests/TestIsolation", swiftSettings: strict),
-        .testTarget(name: "MultipeerIOTests", dependencies: ["MultipeerIO", "TestIsolation"], swiftSettings: strict),
         .testTarget(
-            name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO", "TestIsolation"],
+            name: "MultipeerIOTests", dependencies: ["MultipeerIO", "TestIsolation", "NetLab"], swiftSettings: strict),
+        .testTarget(
+            name: "MulticastDNSTests", dependencies: ["MulticastDNS", "MultipeerIO", "TestIsolation", "NetLab"],
             swiftSettings: strict),
         .testTarget(
             name: "MultipeerTests",

@@ -192,7 +192,7 @@ public final class LabProcess: Sendable {
     /// - Parameter timeout: How long to wait.
     /// - Returns: The exit status (see ``exitStatus``), or nil if the process is still running.
     public func exited(within timeout: Duration) async -> Int32? {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while true {
             if let status = exitStatus { return status }
             if ContinuousClock.now >= deadline { return nil }

@@ -242,9 +242,9 @@ func firstGap(_ sequence: [Int]) -> String {
     return "no mismatch"
 }
 
-/// Polls `condition` for up to 20 s.
+/// Polls `condition` for up to 20 s (times the sanitizer builds' factor).
 func waitFor(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<400 {
+    for _ in 0..<Int(400 * TestTime.factor) {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(50))
     }

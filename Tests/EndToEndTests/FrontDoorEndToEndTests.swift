@@ -185,7 +185,7 @@ struct FullScreenTests {
         _ socket: String, _ target: String, within timeout: Duration = .seconds(20), escapes: Bool = false,
         _ predicate: (String) -> Bool
     ) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while true {
             // The last capture is taken after the deadline: a test process whose threads were all busy for the
             // whole wait (the suite's first seconds) would otherwise judge the screen of its first look.

@@ -25,7 +25,7 @@ struct SessionEndToEndTests {
     ) async -> String? {
         // Any line so far counts: events of different sources (an invitation's outcome, the session's state)
         // may come in either order.
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         var line = process.lines.first { $0.hasPrefix(prefix) }
         while line == nil, ContinuousClock.now < deadline, process.exitStatus == nil {
             try? await Task.sleep(for: .milliseconds(20))

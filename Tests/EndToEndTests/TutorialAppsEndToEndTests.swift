@@ -25,7 +25,7 @@ struct TutorialAppsEndToEndTests {
         _ process: LabProcess, after: Int = 0, within timeout: Duration = .seconds(20), _ what: String,
         sourceLocation: SourceLocation = #_sourceLocation, where predicate: (String) -> Bool
     ) async -> String? {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while ContinuousClock.now < deadline {
             if let line = process.lines.dropFirst(after).first(where: predicate) { return line }
             if process.exitStatus != nil { break }

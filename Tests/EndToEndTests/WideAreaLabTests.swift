@@ -73,7 +73,7 @@ struct WideAreaLabTests {
         _ process: LabProcess, _ text: String, stderr: Bool = false, within timeout: Duration = .seconds(30),
         sourceLocation: SourceLocation = #_sourceLocation
     ) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         func seen() -> Bool {
             stderr ? process.standardError.contains(text) : process.lines.contains { $0.contains(text) }
         }

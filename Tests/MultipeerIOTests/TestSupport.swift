@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import MultipeerIO
+import NetLab
 import TestIsolation
 import Testing
 
@@ -25,7 +26,7 @@ final class Collector<Element: Sendable>: Sendable {
 
 /// Polls `condition` until it holds or `timeout` passes; the timeout is generous, the poll is fast.
 func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
+    let deadline = ContinuousClock.now + TestTime.scaled(timeout)
     while ContinuousClock.now < deadline {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(5))

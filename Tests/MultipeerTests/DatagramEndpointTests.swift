@@ -1,5 +1,6 @@
 import Glibc
 import MultipeerIO
+import NetLab
 import Testing
 
 @testable import Multipeer
@@ -76,7 +77,7 @@ private func withLoopbackPair(
 
 /// Polls `condition` until it holds or `timeout` passes, sleeping (not blocking) between polls.
 private func eventually(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
+    let deadline = ContinuousClock.now + TestTime.scaled(timeout)
     while ContinuousClock.now < deadline {
         if await condition() { return true }
         try? await Task.sleep(for: .milliseconds(2))

@@ -1,5 +1,6 @@
 import Foundation
 import MultipeerIO
+import NetLab
 
 @testable import Multipeer
 
@@ -144,7 +145,7 @@ func procNetTCP() -> String? {
 
 /// Waits until `condition` holds, checking every 10 ms for at most `limit`; returns whether it held.
 func eventually(within limit: Duration = .seconds(3), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + limit
+    let deadline = ContinuousClock.now + TestTime.scaled(limit)
     while ContinuousClock.now < deadline {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(10))

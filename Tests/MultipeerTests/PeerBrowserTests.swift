@@ -1,5 +1,6 @@
 import MulticastDNS
 import MultipeerIO
+import NetLab
 import TestIsolation
 import Testing
 
@@ -14,7 +15,7 @@ struct PeerBrowserTests {
     static func next(
         _ iterator: inout AsyncStream<PeerBrowser.Event>.Iterator, within timeout: Duration = .seconds(10)
     ) async -> PeerBrowser.Event? {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while ContinuousClock.now < deadline {
             if let event = await iterator.next() { return event }
         }

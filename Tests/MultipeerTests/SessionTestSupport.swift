@@ -1,5 +1,6 @@
 import Logging
 import MultipeerIO
+import NetLab
 import Testing
 
 @testable import Multipeer
@@ -109,7 +110,7 @@ final class EventRecorder: Sendable {
     /// Waits until a state line matching `predicate` is recorded; returns it, or nil after `timeout`.
     @discardableResult
     func wait(for timeout: Duration = .seconds(10), _ predicate: (String) -> Bool) async -> String? {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while ContinuousClock.now < deadline {
             if let line = states.first(where: predicate) { return line }
             try? await Task.sleep(for: .milliseconds(5))
@@ -121,7 +122,7 @@ final class EventRecorder: Sendable {
 
 /// Polls an async `condition` until it holds or `timeout` passes.
 func waitUntil(_ timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
+    let deadline = ContinuousClock.now + TestTime.scaled(timeout)
     while ContinuousClock.now < deadline {
         if await condition() { return true }
         try? await Task.sleep(for: .milliseconds(5))
@@ -161,7 +162,7 @@ final class HandDrivenPeer: Sendable {
     func wait(for timeout: Duration = .seconds(10), _ predicate: @escaping (SessionWire.Message) -> Bool) async
         -> SessionWire.Message?
     {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while ContinuousClock.now < deadline {
             if let found = all.first(where: predicate) { return found }
             try? await Task.sleep(for: .milliseconds(5))

@@ -32,7 +32,7 @@ struct WideAreaServerTests {
 
     /// Waits until `condition` holds, looking every 50 ms for at most `seconds`; looks once more at the end.
     static func eventually(_ seconds: Double = 30, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
+        let deadline = Date().addingTimeInterval(seconds * TestTime.factor)
         while Date() < deadline {
             if try condition() { return true }
             Thread.sleep(forTimeInterval: 0.05)
