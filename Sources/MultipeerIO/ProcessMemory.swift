@@ -9,8 +9,11 @@ package enum ProcessMemory {
     /// 10 × `size_t` struct, which the x86-64 System V ABI returns through a hidden pointer passed as the first
     /// argument; calling it as `(UnsafeMutableRawPointer) -> UnsafeMutableRawPointer` with an 80-byte buffer is
     /// therefore exact there. Elsewhere this returns nil.
+    /// Under the thread or address sanitizer, whose allocator replaces malloc and leaves `mallinfo2` at zero, it
+    /// is nil too.
     package static func heapInUse() -> Int? {
         #if arch(x86_64)
+            guard !underSanitizer else { return nil }
             typealias Function = @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
             guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "mallinfo2") else { return nil }
             let mallinfo2 = unsafeBitCast(symbol, to: Function.self)
@@ -22,6 +25,12 @@ package enum ProcessMemory {
             return nil
         #endif
     }
+
+    /// Whether a sanitizer's runtime (thread or address) is in this process: its allocator replaces malloc's.
+    package static let underSanitizer: Bool = {
+        let process = dlopen(nil, RTLD_NOW)
+        return dlsym(process, "__tsan_init") != nil || dlsym(process, "__asan_init") != nil
+    }()
 
     /// The resident set size from `/proc/self/statm` (its second field, in pages).
     package static func residentBytes() -> Int {

@@ -1,4 +1,5 @@
 import Foundation
+import MultipeerIO
 
 /// Deadlines of timing-bound tests and lab runs, stretched under sanitizers: `MULTIPEER_TEST_TIME_FACTOR` (set by
 /// scripts/sanitize.sh: sanitized code runs several times slower) multiplies every deadline a test waits for,
@@ -18,4 +19,9 @@ public enum TestTime {
     public static func scaled(_ duration: Duration) -> Duration {
         factor == 1 ? duration : duration * factor
     }
+
+    /// Whether this process runs under the thread or address sanitizer (so do the processes a test starts: they
+    /// come from the same build). Memory measurements mean something else there: the sanitizer's shadow memory is
+    /// resident, and its allocator leaves glibc's heap statistics at zero.
+    public static var sanitized: Bool { ProcessMemory.underSanitizer }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import MultipeerIO
+import NetLab
 import TestIsolation
 import Testing
 
@@ -18,8 +19,8 @@ struct SessionDirectTests {
         #expect(decoded.fingerprint == alice.identity.fingerprint && decoded.displayName == "Alice")
         #expect(
             decoded.addresses.allSatisfy { $0.address == .v4(IPv4Address(127, 0, 0, 1)) } && !decoded.addresses.isEmpty)
-        async let a = alice.session.connect(bob.peer, connectionData: forAlice, timeout: .seconds(10))
-        async let b = bob.session.connect(alice.peer, connectionData: forBob, timeout: .seconds(10))
+        async let a = alice.session.connect(bob.peer, connectionData: forAlice, timeout: TestTime.scaled(.seconds(10)))
+        async let b = bob.session.connect(alice.peer, connectionData: forBob, timeout: TestTime.scaled(.seconds(10)))
         #expect(await a == .accepted)
         #expect(await b == .accepted)
         #expect(await alice.session.connectedPeers.map(\.displayName) == ["Bob"])
@@ -105,7 +106,7 @@ struct SessionDirectTests {
         guard let decoded = try? ConnectionData(decoding: data) else { return "undecodable" }
         let outcome = await from.session.invite(
             to.peer, addresses: decoded.addresses, serviceType: SessionWire.directServiceType, context: decoded.ticket,
-            timeout: .seconds(10))
+            timeout: TestTime.scaled(.seconds(10)))
         if case .refused(let reason) = outcome { return reason }
         return "\(outcome)"
     }

@@ -49,13 +49,14 @@ final class SessionNode: Sendable {
     var address: SocketAddress { SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: advertiser.port) }
 
     /// Invites `other` into this node's session, dialing its advertiser's port. The default timeout is generous:
-    /// the tests that use it are about the outcome, and a loaded machine may take seconds to answer.
+    /// the tests that use it are about the outcome, and a loaded machine may take seconds to answer. Stretched by
+    /// the sanitizer builds' factor, like every deadline the tests set.
     func invite(_ other: SessionNode, context: [UInt8] = [], timeout: Duration = .seconds(30)) async
         -> InvitationOutcome
     {
         await session.invite(
             other.peer, addresses: [other.address], serviceType: "_\(Self.serviceType)._tcp", context: context,
-            timeout: timeout)
+            timeout: TestTime.scaled(timeout))
     }
 
     /// Answers every invitation with `answer` until the advertiser stops.

@@ -1,4 +1,5 @@
 import Glibc
+import MultipeerIO
 import TestIsolation
 import Testing
 
@@ -436,36 +437,6 @@ struct TLSExporterTests {
 /// TLSMeasurements` (throughput is only meaningful in release mode: add `-c release -Xswiftc -enable-testing`).
 @Suite("TLS session: measurements", .serialized, .enabled(if: getenv("MULTIPEER_TLS_MEASURE") != nil))
 struct TLSMeasurements {
-    /// Bytes the heap holds in use, from glibc's `mallinfo2` (arenas plus mmapped blocks), or nil where it
-    /// cannot be called. Swift's Glibc module leaves out `<malloc.h>`, so the function is looked up with
-    /// `dlsym`; it returns its 80-byte struct through a hidden result pointer, which on x86-64 is passed
-    /// like a first argument, so it is called as a function taking that pointer.
-    func heapInUse() -> Int? {
-        #if arch(x86_64)
-            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallinfo2") else { return nil }
-            typealias Mallinfo2 = @convention(c) (UnsafeMutablePointer<Int>) -> UnsafeMutableRawPointer?
-            // struct mallinfo2: arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks,
-            // keepcost, all size_t.
-            var fields = [Int](repeating: 0, count: 10)
-            _ = fields.withUnsafeMutableBufferPointer { unsafeBitCast(symbol, to: Mallinfo2.self)($0.baseAddress!) }
-            return fields[7] + fields[4]
-        #else
-            return nil
-        #endif
-    }
-
-    /// The resident set size in bytes, from /proc/self/statm (its second field, in pages).
-    func residentBytes() -> Int {
-        let fd = open("/proc/self/statm", O_RDONLY)
-        guard fd >= 0 else { return 0 }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 256)
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count > 0 else { return 0 }
-        let fields = buffer.prefix(count).split(separator: UInt8(ascii: " "))
-        guard fields.count > 1, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return 0 }
-        return pages * sysconf(Int32(_SC_PAGESIZE))
-    }
 
     @Test("heap held by 1000 idle session pairs after their handshakes and after traffic", .measuring)
     func idleMemory() throws {
@@ -480,7 +451,7 @@ struct TLSMeasurements {
         let message = random.bytes(100_000)
         var output: [UInt8] = []
         output.reserveCapacity(message.count)
-        let before = (heap: heapInUse() ?? 0, resident: residentBytes())
+        let before = (heap: ProcessMemory.heapInUse() ?? 0, resident: ProcessMemory.residentBytes())
         for _ in 0..<pairCount {
             let pair = try TLSPair(
                 clientContext: clientContext, serverContext: serverContext,
@@ -489,7 +460,7 @@ struct TLSMeasurements {
             try #require(run.client.isComplete && run.server.isComplete)
             pairs.append(pair)
         }
-        let handshaken = (heap: heapInUse() ?? 0, resident: residentBytes())
+        let handshaken = (heap: ProcessMemory.heapInUse() ?? 0, resident: ProcessMemory.residentBytes())
         for pair in pairs {
             try encrypt(message, on: pair.client)
             try encrypt(message, on: pair.server)
@@ -501,12 +472,12 @@ struct TLSMeasurements {
             _ = try pair.client.decrypt(into: &output, maximum: .max)
             #expect(output.count == message.count)
         }
-        let trafficked = (heap: heapInUse() ?? 0, resident: residentBytes())
+        let trafficked = (heap: ProcessMemory.heapInUse() ?? 0, resident: ProcessMemory.residentBytes())
         for pair in pairs {
             pair.client.releaseHandshakeState()
             pair.server.releaseHandshakeState()
         }
-        let released = (heap: heapInUse() ?? 0, resident: residentBytes())
+        let released = (heap: ProcessMemory.heapInUse() ?? 0, resident: ProcessMemory.residentBytes())
         let sessions = 2 * pairCount
         print(
             "TLS idle memory per session, \(pairCount) pairs: heap in use (mallinfo2) "
