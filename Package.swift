@@ -107,9 +107,10 @@ let package = Package(
             name: "MultipeerBenchmarks",
             dependencies: ["NetLab", "MulticastDNS", "MultipeerIO", "Multipeer", "MultipeerConnectivity"],
             swiftSettings: strict),
-        // libFuzzer entry point for the mDNS and wire-frame decoders; built with -sanitize=fuzzer by scripts/fuzz.sh.
+        // libFuzzer entry point for the decoders of what peers send (mDNS, wire frames, session messages, archived
+        // peer IDs, events...); built with -sanitize=fuzzer by scripts/fuzz.sh.
         .executableTarget(
-            name: "MDNSFuzz", dependencies: ["MulticastDNS", "Multipeer"],
+            name: "MDNSFuzz", dependencies: ["MulticastDNS", "Multipeer", "MultipeerConnectivity", "PeerConnectivity"],
             swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]),
         // Traits the test targets share: the lock that keeps tests counting process-wide resources apart from busy
         // ones, and a thread of its own for a test that computes or blocks for long.

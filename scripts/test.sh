@@ -57,4 +57,8 @@ if [[ -x scripts/fuzz.sh ]]; then
     time scripts/fuzz.sh 20 record
     time scripts/fuzz.sh 20 unicast
     time scripts/fuzz.sh 20 turn
+    time scripts/fuzz.sh 20 session
+    time scripts/fuzz.sh 20 offer
+    time scripts/fuzz.sh 20 peerid
+    time scripts/fuzz.sh 20 events
 fi

@@ -1,5 +1,7 @@
 import MulticastDNS
 import Multipeer
+import MultipeerConnectivity
+import PeerConnectivity
 
 /// The property every input must keep: decoding never crashes, and a decoded message survives
 /// encode → decode unchanged. Any other outcome traps so libFuzzer records the input.
@@ -50,6 +52,10 @@ enum FuzzOracle {
         case "record": RecordFuzzHarness.check(bytes)
         case "unicast": WideAreaFuzzHarness.check(bytes)
         case "turn": RelayFuzzHarness.check(bytes)
+        case "session": SessionFuzzHarness.check(bytes)
+        case "offer": OfferFuzzHarness.check(bytes)
+        case "peerid": PeerIDFuzzHarness.check(bytes)
+        case "events": EventFuzzHarness.check(bytes)
         default: FuzzOracle.check(bytes)
         }
         return 0
@@ -58,7 +64,10 @@ enum FuzzOracle {
     /// `MULTIPEER_FUZZ_TARGET=wire` fuzzes the wire-frame decoder, `handshake` the preamble and hello parsers
     /// with the connection state machine behind them, `record` the TLS record layer, `unicast` a DNS server's
     /// answers (unicast limits, transaction signatures, what a wide-area poll reads), `turn` a relay's STUN
-    /// messages (the codec and the TURN client), anything else the mDNS decoder.
+    /// messages (the codec and the TURN client), `session` a member's session control messages and connection
+    /// data, `offer` a member's resource offers and the names files are saved under, `peerid` archived `MCPeerID`s,
+    /// `events` what a peer sends a PeerConnectivity manager (events, typed messages), anything else the mDNS
+    /// decoder.
     nonisolated(unsafe) let fuzzTarget = getenv("MULTIPEER_FUZZ_TARGET").map { String(cString: $0) } ?? "dns"
 
     /// libFuzzer's driver (compiler-rt, LLVM 11 and later).
@@ -92,14 +101,24 @@ enum FuzzOracle {
             let record = arguments.contains("--record")
             let unicast = arguments.contains("--unicast")
             let turn = arguments.contains("--turn")
-            arguments.removeAll { ["--wire", "--handshake", "--record", "--unicast", "--turn"].contains($0) }
-            let seedWriters: [String: (name: String, seeds: () -> [[UInt8]])] = [
+            // `--session`, `--offer`, `--peerid`, `--events`: what session members and applications' peers send.
+            let harnesses: [String: (check: ([UInt8]) -> Void, seeds: () -> [[UInt8]])] = [
+                "session": (SessionFuzzHarness.check, SessionFuzzHarness.seeds),
+                "offer": (OfferFuzzHarness.check, OfferFuzzHarness.seeds),
+                "peerid": (PeerIDFuzzHarness.check, PeerIDFuzzHarness.seeds),
+                "events": (EventFuzzHarness.check, EventFuzzHarness.seeds),
+            ]
+            let harness = harnesses.first { arguments.contains("--\($0.key)") }?.value
+            let flags = ["--wire", "--handshake", "--record", "--unicast", "--turn"] + harnesses.keys.map { "--\($0)" }
+            arguments.removeAll { flags.contains($0) }
+            var seedWriters: [String: (name: String, seeds: () -> [[UInt8]])] = [
                 "--write-record-seeds": ("record", RecordFuzzHarness.seeds),
                 "--write-handshake-seeds": ("handshake", HandshakeFuzzHarness.seeds),
                 "--write-wire-seeds": ("wire", WireFuzzOracle.seeds),
                 "--write-unicast-seeds": ("unicast", WideAreaFuzzHarness.seeds),
                 "--write-turn-seeds": ("turn", RelayFuzzHarness.seeds),
             ]
+            for (name, harness) in harnesses { seedWriters["--write-\(name)-seeds"] = (name, harness.seeds) }
             if let option = arguments.first, let writer = seedWriters[option], arguments.count == 2 {
                 try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
                 let seeds = writer.seeds()
@@ -124,16 +143,18 @@ enum FuzzOracle {
             }
             if files.isEmpty {
                 print(
-                    "usage: mdns-fuzz [--wire|--handshake|--record|--unicast|--turn] FILE_OR_DIRECTORY... | "
-                        + "mdns-fuzz --write-wire-seeds DIR | mdns-fuzz --write-handshake-seeds DIR | "
-                        + "mdns-fuzz --write-record-seeds DIR | mdns-fuzz --write-unicast-seeds DIR | "
-                        + "mdns-fuzz --write-turn-seeds DIR")
+                    "usage: mdns-fuzz [--wire|--handshake|--record|--unicast|--turn|--session|--offer|--peerid|"
+                        + "--events] FILE_OR_DIRECTORY... | mdns-fuzz --write-TARGET-seeds DIR (TARGET: wire, "
+                        + "handshake, record, unicast, turn, session, offer, peerid or events)")
                 exit(64)
             }
             var decoded = 0
             for file in files {
                 guard let data = manager.contents(atPath: file) else { continue }
-                if handshake {
+                if let harness {
+                    harness.check(Array(data))
+                    decoded += 1
+                } else if handshake {
                     HandshakeFuzzHarness.check(Array(data))
                     decoded += 1
                 } else if record {

@@ -86,13 +86,19 @@ open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
         coder.encode(fingerprint.description as NSString, forKey: Self.fingerprintKey)
     }
 
-    /// Unarchives a peer ID; nil when the archive does not hold a valid display name and fingerprint. When this
-    /// user's identity folder holds the fingerprint's key, the peer ID can start sessions again.
+    /// Whether this thread is unarchiving a peer ID. A peer ID's archive holds no other object than its two
+    /// strings; one whose name or fingerprint refers back to the peer ID itself would otherwise be decoded again
+    /// and again until the stack overflows (swift-corelibs-foundation checks an object's class once per archive,
+    /// so asking for a string does not stop it).
+    @TaskLocal private static var isUnarchiving = false
+
+    /// Unarchives a peer ID; nil when the archive does not hold a valid display name and fingerprint (or holds a
+    /// peer ID inside a peer ID). When this user's identity folder holds the fingerprint's key, the peer ID can
+    /// start sessions again.
     public required init?(coder: NSCoder) {
-        guard
-            let name = coder.decodeObject(of: NSString.self, forKey: Self.nameKey) as String?,
+        guard !Self.isUnarchiving,
+            let (name, text) = Self.$isUnarchiving.withValue(true, operation: { Self.decodeFields(coder) }),
             (try? DisplayName.validate(name)) != nil,
-            let text = coder.decodeObject(of: NSString.self, forKey: Self.fingerprintKey) as String?,
             text.utf8.count < 128, let fingerprint = PeerFingerprint(text)
         else { return nil }
         self.fingerprint = fingerprint
@@ -102,6 +108,14 @@ open class MCPeerID: NSObject, NSCopying, NSSecureCoding, @unchecked Sendable {
         nativePeer = Peer(
             identity: identity == nil ? .claimed(fingerprint) : .proven(fingerprint), displayName: displayName)
         super.init()
+    }
+
+    /// The archived display name and fingerprint text, nil unless both are strings.
+    private static func decodeFields(_ coder: NSCoder) -> (String, String)? {
+        guard let name = coder.decodeObject(of: NSString.self, forKey: nameKey) as String?,
+            let text = coder.decodeObject(of: NSString.self, forKey: fingerprintKey) as String?
+        else { return nil }
+        return (name, text)
     }
 
     // MARK: NSObject

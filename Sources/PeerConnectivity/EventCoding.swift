@@ -5,20 +5,28 @@ internal import Foundation
 /// Events are JSON (the original library used `NSKeyedArchiver`, whose unarchiver on Linux recurses without
 /// limit: a 402-byte archive that contains itself, or a deep one, crashes the receiver). Dates and data, which
 /// JSON lacks, are tagged objects: `{"$date": seconds since 1970}`, `{"$data": base64}`. Decoding refuses more
-/// than ``maximumLength`` bytes and nesting deeper than ``maximumDepth`` before any parser sees the input.
+/// than ``maximumLength`` bytes, nesting deeper than ``maximumDepth`` and anything but UTF-8 before any parser sees
+/// the input.
 enum EventCoding {
     /// The longest event or envelope decoded.
     static let maximumLength = 1 << 20
     /// The deepest nesting of arrays and objects decoded.
     static let maximumDepth = 32
 
-    /// Whether `data` is short enough and nests at most ``maximumDepth`` deep (strings and escapes skipped).
+    /// Whether `data` is short enough, holds no zero byte and nests at most ``maximumDepth`` deep (strings and
+    /// escapes skipped).
+    ///
+    /// JSON in UTF-8 never holds a zero byte (a NUL in a string is escaped). JSON in UTF-16 or UTF-32 always does,
+    /// and both parsers read it (they guess the encoding from the zeros), while this scan, which reads bytes,
+    /// would misread its code units: a quote's byte inside another character hides the brackets that follow, and
+    /// the parser then reads JSON nested far deeper than the limit.
     static func isSafeJSON(_ data: Data) -> Bool {
         guard data.count <= maximumLength else { return false }
         var depth = 0
         var inString = false
         var escaped = false
         for byte in data {
+            if byte == 0 { return false }
             if inString {
                 if escaped {
                     escaped = false
@@ -54,6 +62,29 @@ enum EventCoding {
             let event = object["$event"] as? [String: Any]
         else { return nil }
         return untag(event) as? [String: Any]
+    }
+
+    /// What a peer's bytes are to a manager.
+    enum Received {
+        /// A typed message (`sendMessage`) in its envelope: the type's name and its JSON.
+        case message(type: String, payload: Data)
+        /// An event dictionary (`sendEvent`).
+        case event([String: Any])
+        /// Anything else: data as sent.
+        case data
+    }
+
+    /// Reads what a peer sent: JSON is parsed only when it starts as an object and passes ``isSafeJSON(_:)``.
+    static func classify(_ data: Data) -> Received {
+        guard data.first == UInt8(ascii: "{"), isSafeJSON(data) else { return .data }
+        if let envelope = try? JSONDecoder().decode([String: Data].self, from: data), envelope.count == 2,
+            let type = envelope["type"].flatMap({ String(data: $0, encoding: .utf8) }),
+            let payload = envelope["payload"]
+        {
+            return .message(type: type, payload: payload)
+        }
+        if let info = decode(data) { return .event(info) }
+        return .data
     }
 
     private static func tag(_ value: Any) -> Any? {

@@ -529,20 +529,16 @@ public class PeerConnectionManager: @unchecked Sendable {
         let count = data.count
         let release: @Sendable () -> Void = { budget.give(count) }
         // JSON a peer sent is parsed only when short and shallow enough (see EventCoding).
-        if data.first == UInt8(ascii: "{"), EventCoding.isSafeJSON(data) {
-            if let envelope = try? JSONDecoder().decode([String: Data].self, from: data), envelope.count == 2,
-                let type = envelope["type"].flatMap({ String(data: $0, encoding: .utf8) }),
-                let payload = envelope["payload"]
-            {
-                emit(.receivedData(peer: peer, data: data))
-                return emit(.receivedMessage(peer: peer, messageType: type, data: payload), done: release)
-            }
-            if let info = EventCoding.decode(data) {
-                emit(.receivedData(peer: peer, data: data))
-                return emit(.receivedEvent(peer: peer, eventInfo: info), done: release)
-            }
+        switch EventCoding.classify(data) {
+        case .message(let type, let payload):
+            emit(.receivedData(peer: peer, data: data))
+            emit(.receivedMessage(peer: peer, messageType: type, data: payload), done: release)
+        case .event(let info):
+            emit(.receivedData(peer: peer, data: data))
+            emit(.receivedEvent(peer: peer, eventInfo: info), done: release)
+        case .data:
+            emit(.receivedData(peer: peer, data: data), done: release)
         }
-        emit(.receivedData(peer: peer, data: data), done: release)
     }
 
     func receivedStream(_ stream: InputStream, name: String, from peerID: MCPeerID) {
