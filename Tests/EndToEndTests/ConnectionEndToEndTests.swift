@@ -144,7 +144,10 @@ struct ConnectionEndToEndTests {
             let after = try Self.residentAndDescriptors(listener.pid)
             let perConnection = Double(after.resident - before.resident) / 2_000
             // Was about 2.4 KB per connection when the listener kept every finished connection's task.
-            #expect(perConnection < 256, "resident memory grew \(perConnection) bytes per connection")
+            // Under a sanitizer, freed memory sits in its quarantine and its shadow is resident: normal builds only.
+            if !TestTime.sanitized {
+                #expect(perConnection < 256, "resident memory grew \(perConnection) bytes per connection")
+            }
             #expect(
                 after.descriptors <= before.descriptors, "descriptors \(before.descriptors) -> \(after.descriptors)")
         }

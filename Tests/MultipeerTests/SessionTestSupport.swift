@@ -16,6 +16,8 @@ final class SessionNode: Sendable {
     let session: Session
     let advertiser: PeerAdvertiser
     let recorder: EventRecorder
+    /// Whether the node's loop runs on a manual clock: its timeouts are then the test's subject, never stretched.
+    let manualClock: Bool
 
     init(
         _ name: String, configuration: SessionConfiguration = SessionConfiguration(),
@@ -24,6 +26,7 @@ final class SessionNode: Sendable {
         relay: RelayConfiguration? = nil
     ) async throws {
         identity = try PeerIdentity.generate(displayName: name)
+        manualClock = clock != nil
         let loop = try clock.map { try EventLoop(name: "test-\(name)", clock: $0) }
         var networkConfiguration = PeerNetwork.Configuration.loopback
         if let logger { networkConfiguration.logger = logger }
@@ -50,13 +53,14 @@ final class SessionNode: Sendable {
 
     /// Invites `other` into this node's session, dialing its advertiser's port. The default timeout is generous:
     /// the tests that use it are about the outcome, and a loaded machine may take seconds to answer. Stretched by
-    /// the sanitizer builds' factor, like every deadline the tests set.
+    /// the sanitizer builds' factor, like every deadline the tests set (not on a manual clock, which only moves
+    /// when the test says).
     func invite(_ other: SessionNode, context: [UInt8] = [], timeout: Duration = .seconds(30)) async
         -> InvitationOutcome
     {
         await session.invite(
             other.peer, addresses: [other.address], serviceType: "_\(Self.serviceType)._tcp", context: context,
-            timeout: TestTime.scaled(timeout))
+            timeout: manualClock ? timeout : TestTime.scaled(timeout))
     }
 
     /// Answers every invitation with `answer` until the advertiser stops.
