@@ -1,5 +1,6 @@
 import Foundation
 import MultipeerIO
+import NetLab
 import TestIsolation
 import Testing
 
@@ -243,12 +244,13 @@ extension SessionResourceTests {
         let (source, destination) = (try Self.folder(), try Self.folder())
         defer { Self.remove(source, destination) }
         let file = try Self.file(size: 3 << 20, in: source, named: "served.bin")
-        // A local HTTP server on 127.0.0.1 only.
-        let port = Int.random(in: 20_000...60_000)
+        // A local HTTP server on 127.0.0.1 only, on a port the kernel picks (a random one was seen taken in a CI
+        // run: every fetch was refused), which it prints once it listens.
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        server.arguments = ["-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", source]
-        server.standardOutput = FileHandle.nullDevice
+        server.arguments = ["-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", source]
+        let output = Pipe()
+        server.standardOutput = output
         server.standardError = FileHandle.nullDevice
         let serverExit = ProcessExit(server)
         try server.run()
@@ -257,14 +259,37 @@ extension SessionResourceTests {
             kill(server.processIdentifier, SIGKILL)
             serverExit.wait()
         }
+        // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
+        let banner = try await offPool {
+            var text = ""
+            while !text.contains("\n") {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text
+        }
+        let words = banner.split(separator: " ")
+        let port = try #require(
+            words.firstIndex(of: "port").flatMap { $0 + 1 < words.count ? Int(words[$0 + 1]) : nil },
+            "the server printed no port: \(banner)")
         let (alice, bob) = try await Self.pair(receiverFolder: destination)
         let url = URL(string: "http://127.0.0.1:\(port)/served.bin")!
         var transfer: ResourceTransfer?
-        for _ in 0..<50 where transfer == nil {
-            transfer = try? await alice.session.sendResource(at: url, named: "fetched.bin", to: bob.peer)
-            if transfer == nil { try await Task.sleep(for: .milliseconds(100)) }  // the server is starting
+        var lastError: (any Error)?
+        let deadline = ContinuousClock.now + TestTime.scaled(.seconds(30))
+        while transfer == nil && ContinuousClock.now < deadline {
+            do {
+                transfer = try await alice.session.sendResource(at: url, named: "fetched.bin", to: bob.peer)
+            } catch {
+                lastError = error
+                try await Task.sleep(for: .milliseconds(100))
+            }
         }
-        let receipt = try await #require(transfer).finished()
+        let receipt = try await #require(
+            transfer, "the local server never served the file: \(String(describing: lastError))"
+        )
+        .finished()
         #expect(receipt.sha256 == SHA256.hash(Array(try Data(contentsOf: file))).hexString)
         let results = await Self.finished(bob.recorder)
         #expect((try? results.first?.get())?.lastPathComponent == "fetched.bin")
