@@ -5,8 +5,9 @@
 # Each sanitizer builds into its own scratch path (.build-thread, .build-address), so the normal build stays as it
 # is. Every process the tests start (the multipeer tool, the example apps) is built with the same sanitizer and
 # writes its reports next to the test runner's, one file per process, in .build-<sanitizer>/reports/; the run fails
-# if the tests fail or if any report was written (reports are printed at the end). Suppressions live in
-# scripts/sanitize/<sanitizer>.supp, each with a comment that names what it suppresses and why.
+# if the tests fail or if any report was written (reports are printed at the end). The thread sanitizer's
+# suppressions live in scripts/sanitize/thread.supp, each with a comment that names what it suppresses and why; the
+# address sanitizer has none.
 #
 # Timing-bound tests read MULTIPEER_TEST_TIME_FACTOR (set here: 6 under thread, 3 under address) and stretch their
 # deadlines by it: sanitized code runs several times slower, and a deadline is not what those tests check.

@@ -39,6 +39,21 @@ enum FuzzOracle {
     }
 }
 
+/// Every fuzz target but the mDNS decoder (the default), by the name `MULTIPEER_FUZZ_TARGET`, `--NAME` and
+/// `--write-NAME-seeds` use: its check (whether the input decoded; harnesses that only trap count every input) and
+/// its seed corpus.
+let fuzzTargets: [String: (check: @Sendable ([UInt8]) -> Bool, seeds: @Sendable () -> [[UInt8]])] = [
+    "wire": (WireFuzzOracle.check, WireFuzzOracle.seeds),
+    "handshake": ({ HandshakeFuzzHarness.check($0); return true }, HandshakeFuzzHarness.seeds),
+    "record": ({ RecordFuzzHarness.check($0); return true }, RecordFuzzHarness.seeds),
+    "unicast": ({ WideAreaFuzzHarness.check($0); return true }, WideAreaFuzzHarness.seeds),
+    "turn": ({ RelayFuzzHarness.check($0); return true }, RelayFuzzHarness.seeds),
+    "session": ({ SessionFuzzHarness.check($0); return true }, SessionFuzzHarness.seeds),
+    "offer": ({ OfferFuzzHarness.check($0); return true }, OfferFuzzHarness.seeds),
+    "peerid": ({ PeerIDFuzzHarness.check($0); return true }, PeerIDFuzzHarness.seeds),
+    "events": ({ EventFuzzHarness.check($0); return true }, EventFuzzHarness.seeds),
+]
+
 #if FUZZING
     import Glibc
 
@@ -46,18 +61,7 @@ enum FuzzOracle {
     @_cdecl("LLVMFuzzerTestOneInput")
     public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-        switch fuzzTarget {
-        case "wire": WireFuzzOracle.check(bytes)
-        case "handshake": HandshakeFuzzHarness.check(bytes)
-        case "record": RecordFuzzHarness.check(bytes)
-        case "unicast": WideAreaFuzzHarness.check(bytes)
-        case "turn": RelayFuzzHarness.check(bytes)
-        case "session": SessionFuzzHarness.check(bytes)
-        case "offer": OfferFuzzHarness.check(bytes)
-        case "peerid": PeerIDFuzzHarness.check(bytes)
-        case "events": EventFuzzHarness.check(bytes)
-        default: FuzzOracle.check(bytes)
-        }
+        _ = (fuzzTargets[fuzzTarget]?.check ?? FuzzOracle.check)(bytes)
         return 0
     }
 
@@ -95,30 +99,12 @@ enum FuzzOracle {
             var files: [String] = []
             let manager = FileManager.default
             var arguments = Array(CommandLine.arguments.dropFirst())
-            // `--wire` replays through the wire-frame oracle; `--write-wire-seeds DIR` writes its seed corpus.
-            let wire = arguments.contains("--wire")
-            let handshake = arguments.contains("--handshake")
-            let record = arguments.contains("--record")
-            let unicast = arguments.contains("--unicast")
-            let turn = arguments.contains("--turn")
-            // `--session`, `--offer`, `--peerid`, `--events`: what session members and applications' peers send.
-            let harnesses: [String: (check: ([UInt8]) -> Void, seeds: () -> [[UInt8]])] = [
-                "session": (SessionFuzzHarness.check, SessionFuzzHarness.seeds),
-                "offer": (OfferFuzzHarness.check, OfferFuzzHarness.seeds),
-                "peerid": (PeerIDFuzzHarness.check, PeerIDFuzzHarness.seeds),
-                "events": (EventFuzzHarness.check, EventFuzzHarness.seeds),
-            ]
-            let harness = harnesses.first { arguments.contains("--\($0.key)") }?.value
-            let flags = ["--wire", "--handshake", "--record", "--unicast", "--turn"] + harnesses.keys.map { "--\($0)" }
-            arguments.removeAll { flags.contains($0) }
-            var seedWriters: [String: (name: String, seeds: () -> [[UInt8]])] = [
-                "--write-record-seeds": ("record", RecordFuzzHarness.seeds),
-                "--write-handshake-seeds": ("handshake", HandshakeFuzzHarness.seeds),
-                "--write-wire-seeds": ("wire", WireFuzzOracle.seeds),
-                "--write-unicast-seeds": ("unicast", WideAreaFuzzHarness.seeds),
-                "--write-turn-seeds": ("turn", RelayFuzzHarness.seeds),
-            ]
-            for (name, harness) in harnesses { seedWriters["--write-\(name)-seeds"] = (name, harness.seeds) }
+            // `--wire`, `--handshake`, ... replay through that target's oracle (the mDNS decoder's without one);
+            // `--write-wire-seeds DIR` and the like write a target's seed corpus.
+            let target = fuzzTargets.first { arguments.contains("--\($0.key)") }?.value
+            arguments.removeAll { fuzzTargets.keys.map { "--\($0)" }.contains($0) }
+            var seedWriters: [String: (name: String, seeds: () -> [[UInt8]])] = [:]
+            for (name, target) in fuzzTargets { seedWriters["--write-\(name)-seeds"] = (name, target.seeds) }
             if let option = arguments.first, let writer = seedWriters[option], arguments.count == 2 {
                 try? manager.createDirectory(atPath: arguments[1], withIntermediateDirectories: true)
                 let seeds = writer.seeds()
@@ -151,24 +137,7 @@ enum FuzzOracle {
             var decoded = 0
             for file in files {
                 guard let data = manager.contents(atPath: file) else { continue }
-                if let harness {
-                    harness.check(Array(data))
-                    decoded += 1
-                } else if handshake {
-                    HandshakeFuzzHarness.check(Array(data))
-                    decoded += 1
-                } else if record {
-                    RecordFuzzHarness.check(Array(data))
-                    decoded += 1
-                } else if unicast {
-                    WideAreaFuzzHarness.check(Array(data))
-                    decoded += 1
-                } else if turn {
-                    RelayFuzzHarness.check(Array(data))
-                    decoded += 1
-                } else if wire ? WireFuzzOracle.check(Array(data)) : FuzzOracle.check(Array(data)) {
-                    decoded += 1
-                }
+                if (target?.check ?? FuzzOracle.check)(Array(data)) { decoded += 1 }
             }
             print("replayed \(files.count) inputs: \(decoded) decoded, \(files.count - decoded) rejected, 0 crashes")
         }

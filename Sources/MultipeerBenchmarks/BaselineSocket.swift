@@ -1,6 +1,6 @@
-import MultipeerIO
 import Dispatch
 import Foundation
+import MultipeerIO
 
 #if canImport(Glibc)
     import Glibc

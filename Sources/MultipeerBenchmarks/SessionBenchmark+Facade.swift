@@ -1,7 +1,7 @@
-import MultipeerIO
 import Foundation
 import Multipeer
 import MultipeerConnectivity
+import MultipeerIO
 
 // `multipeer-bench session --only 7`: what the Multipeer Connectivity facade costs. Two `MCSession`s in one
 // process on 127.0.0.1 (the facade's one network: one event loop), linked by custom discovery, used as apps use

@@ -1,6 +1,6 @@
-import MultipeerIO
 import Dispatch
 import Foundation
+import MultipeerIO
 import NetLab
 
 /// Reads a ``LabProcess``'s stdout on a dedicated thread and stamps every line with the monotonic clock the moment

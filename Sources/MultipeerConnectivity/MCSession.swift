@@ -1,7 +1,7 @@
 public import Foundation
 internal import Multipeer
-internal import OrderedCollections
 internal import MultipeerIO
+internal import OrderedCollections
 
 /// What a session tells its application, on a private serial queue (Apple's `MCSessionDelegate`).
 public protocol MCSessionDelegate: NSObjectProtocol {

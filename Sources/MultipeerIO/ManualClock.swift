@@ -1,4 +1,3 @@
-
 /// A clock that moves only when told to, for deterministic tests of timer-driven behaviour.
 ///
 /// Advancing it wakes every `EventLoop` that uses it, so timers that became due fire on their loops.

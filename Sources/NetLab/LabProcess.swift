@@ -1,7 +1,7 @@
-import MultipeerIO
 import DequeModule
 import Dispatch
 import Foundation
+import MultipeerIO
 
 #if canImport(Glibc)
     import Glibc

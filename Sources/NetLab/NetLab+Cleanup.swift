@@ -1,7 +1,7 @@
-import MultipeerIO
 import Dispatch
 import Foundation
 import Glibc
+import MultipeerIO
 
 extension NetLab {
     /// Removes the namespaces of labs whose creating process is dead (a crashed or killed test run), killing

@@ -1,6 +1,6 @@
-import MultipeerIO
 import Foundation
 import Glibc
+import MultipeerIO
 
 /// A throw-away network of Linux network namespaces for end-to-end tests and benchmarks.
 ///

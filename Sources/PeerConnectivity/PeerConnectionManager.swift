@@ -2,8 +2,8 @@ public import Foundation
 internal import Logging
 internal import MulticastDNS
 public import MultipeerConnectivity
-internal import OrderedCollections
 internal import MultipeerIO
+internal import OrderedCollections
 
 /// The PeerConnectivity library's manager (rchatham/PeerConnectivity) on this project's `MultipeerConnectivity`
 /// module: start it, listen to its events by key, send data, events, typed messages, streams and resources.

@@ -1,8 +1,8 @@
 internal import Foundation
 internal import Glibc
-import MultipeerIO
 import MulticastDNS
 import Multipeer
+import MultipeerIO
 
 /// `multipeer browse SERVICE [--json] [--timeout SECONDS] [--lost-timeout SECONDS] [--interface IFNAME]...`
 struct BrowseCommand {

@@ -1,6 +1,6 @@
-import MultipeerIO
 import Dispatch
 import Glibc
+import MultipeerIO
 import Testing
 
 @testable import Multipeer

@@ -1,6 +1,6 @@
-import MultipeerIO
 import Foundation
 import MultipeerConnectivity
+import MultipeerIO
 import TestIsolation
 import Testing
 
@@ -255,7 +255,8 @@ extension CompatibilitySuites {
 
         /// Where Apple raises an exception, the process stops with the rule: an example app given a 64-byte name.
         @Test(.ownThread) func aDisplayNameBeyond63BytesStopsTheProcessNamingTheRule() throws {
-            let binary = CompatibilitySuites.MCSourceCompatibilityTests.products.appendingPathComponent("PeerLists").path
+            let binary = CompatibilitySuites.MCSourceCompatibilityTests.products.appendingPathComponent("PeerLists")
+                .path
             try #require(FileManager.default.isExecutableFile(atPath: binary), "build the package first")
             let home = FileManager.default.temporaryDirectory.appendingPathComponent("mc-rule-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: home) }

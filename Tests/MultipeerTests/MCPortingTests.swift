@@ -1,7 +1,7 @@
-import MultipeerIO
 import Foundation
 import Multipeer
 import MultipeerConnectivity
+import MultipeerIO
 import TestIsolation
 import Testing
 

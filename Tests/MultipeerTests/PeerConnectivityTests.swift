@@ -1,6 +1,6 @@
-import MultipeerIO
 import Foundation
 import MultipeerConnectivity
+import MultipeerIO
 import PeerConnectivity
 import Testing
 

@@ -143,7 +143,8 @@ struct SessionHostileTests {
         }
         let started = ContinuousClock.now
         #expect(await alice.invite(bob) == .accepted)
-        #expect(ContinuousClock.now - started < TestTime.scaled(.seconds(10)))  // answered, not left until the 60 s deadlines
+        // Answered, not left until the 60 s deadlines.
+        #expect(ContinuousClock.now - started < TestTime.scaled(.seconds(10)))
         answered.cancel()
         await alice.shutdown()
         await bob.shutdown()
@@ -182,7 +183,8 @@ struct SessionHostileTests {
             return
         }
         #expect(reason.contains("too many invitations are pending here"))
-        #expect(ContinuousClock.now - started < TestTime.scaled(.seconds(10)))  // answered, not left until the 60 s deadlines
+        // Answered, not left until the 60 s deadlines.
+        #expect(ContinuousClock.now - started < TestTime.scaled(.seconds(10)))
         for connection in held { connection.abort() }
         #expect(await waitUntil { await alice.invite(bob, timeout: .seconds(1)) != .refused(reason: reason) })
         await alice.shutdown()

@@ -1,5 +1,5 @@
-import MultipeerIO
 import Foundation
+import MultipeerIO
 import TestIsolation
 import Testing
 

@@ -1,5 +1,5 @@
-import MultipeerIO
 import DequeModule
+import MultipeerIO
 
 /// The part of a connection that application tasks touch from any thread: the outbound queue that `send`
 /// fills and the event loop drains, and the inbound queue the loop fills and `messages` drains. Everything

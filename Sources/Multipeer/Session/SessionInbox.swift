@@ -1,5 +1,5 @@
-import MultipeerIO
 import DequeModule
+import MultipeerIO
 import OrderedCollections
 
 /// The session's received messages: one queue for every member's link, bounded in messages and bytes. A
