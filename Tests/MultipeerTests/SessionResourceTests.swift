@@ -171,6 +171,71 @@ struct SessionResourceTests {
         await bob.shutdown()
     }
 
+    /// The sender dies mid-transfer and comes back as a new incarnation within the receiver's grace: it knows
+    /// nothing of the file any more, so the receiver fails it with the reason and keeps no partial file (before,
+    /// the transfer stayed open for good and its partial file with it).
+    @Test func aFileFromASenderThatRestartedFailsAndLeavesNothingBehind() async throws {
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
+        let size = 96 << 20
+        let file = try Self.file(size: size, in: source)
+        var configuration = SessionConfiguration()
+        configuration.reconnectGrace = .zero
+        let alice = try await SessionNode("Alice", configuration: configuration)
+        var receiving = SessionConfiguration()
+        receiving.resourceDirectory = destination
+        let bob = try await SessionNode("Bob", configuration: receiving)
+        bob.acceptAll()
+        #expect(await alice.invite(bob) == .accepted)
+        let transfer = try await alice.session.sendResource(at: file, named: "big.bin", to: bob.peer)
+        #expect(await waitUntil(.seconds(60)) { transfer.progress.completedUnitCount > Int64(size / 8) })
+        // Alice's process dies without a word (Bob waits for it within his grace), and comes back as a new one.
+        await bob.session.memberLink(alice.identity.fingerprint)?.connection.abort()
+        #expect(await bob.recorder.wait { $0.hasPrefix("Alice reconnecting") } != nil)
+        #expect(await alice.recorder.wait { $0.hasPrefix("Bob notConnected") } != nil)
+        await alice.shutdown()
+        let reborn = try await HandDrivenPeer(alice.identity, to: bob)
+        #expect(try await reborn.inviteAndJoin())
+        let results = await Self.finished(bob.recorder)
+        guard case .failure(let error) = results.first else {
+            Issue.record("the transfer did not fail: \(results)")
+            await bob.shutdown()
+            return
+        }
+        #expect(error.reason.contains("restarted"), "\(error.reason)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: destination)
+        #expect(left.isEmpty, "\(left)")
+        await bob.shutdown()
+    }
+
+    /// A receiver killed mid-transfer leaves its partial file; the next session on the folder removes it, but never
+    /// the partial file of a transfer another process is running (it holds it locked) or one just made.
+    @Test func partialFilesOfDeadTransfersAreSweptAndLiveOnesKept() throws {
+        let folder = try Self.folder()
+        defer { Self.remove(folder) }
+        func make(_ name: String, age: Int) -> Int32 {
+            let path = folder + "/" + name
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            var times = [
+                timespec(tv_sec: time(nil) - age, tv_nsec: 0), timespec(tv_sec: time(nil) - age, tv_nsec: 0),
+            ]
+            _ = futimens(fd, &times)
+            return fd
+        }
+        let dead = make(".mp-partial-dead", age: 30)
+        close(dead)
+        let live = make(".mp-partial-live", age: 30)
+        #expect(flock(live, LOCK_EX | LOCK_NB) == 0)
+        let fresh = make(".mp-partial-fresh", age: 0)
+        close(fresh)
+        let other = make("photo.jpg", age: 30)
+        close(other)
+        #expect(ResourceCenter.sweepPartialFiles(in: folder) == 1)
+        let left = Set(try FileManager.default.contentsOfDirectory(atPath: folder))
+        #expect(left == [".mp-partial-live", ".mp-partial-fresh", "photo.jpg"])
+        close(live)
+    }
+
     @Test func namesAreSanitized() {
         #expect(ResourceName.sanitize("../../etc/passwd") == "passwd")
         #expect(ResourceName.sanitize("/") == "resource")

@@ -436,6 +436,10 @@ public actor Session {
                     metadata: link.peer.logMetadata)
                 _ = eventSink.yield(.undelivered(link.peer, resumed.lost, reason: reason))
             }
+            if resumed.newIncarnation {
+                // What it was sending us died with it: nobody will ever finish those files.
+                resources.peerRestarted(fp, reason: "\(link.peer.displayName) restarted and its transfer with it")
+            }
             startConversation(link, conversation)
             resources.linkResumed(fp)
         case .message(.members(let list)):

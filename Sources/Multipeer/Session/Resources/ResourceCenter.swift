@@ -100,6 +100,7 @@ final class ResourceCenter: Sendable {
         self.directory = directory
         self.maximumSize = maximumSize
         self.logger = logger
+        Self.sweepPartialFiles(in: directory, logger: logger)
     }
 
     func attach(_ hooks: Hooks) { state.withLock { $0.hooks = hooks } }
@@ -329,11 +330,15 @@ final class ResourceCenter: Sendable {
         if let problem = Self.folderProblem(directory) {
             return await refuse("the receiver's resource folder is unsafe: \(problem)")
         }
-        let partial = directory + "/.mp-partial-" + id.hexString
+        Self.sweepPartialFiles(in: directory, logger: logger)
+        let partial = directory + Self.partialPrefix + id.hexString
         let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             return await refuse("the receiver cannot create a file: \(String(cString: strerror(errno)))")
         }
+        // Held while the transfer runs (and released by the kernel if this process dies): how a sweep tells a
+        // partial file of a live transfer from one a dead process left.
+        _ = flock(fd, LOCK_EX | LOCK_NB)
         let progress = Progress(totalUnitCount: Int64(clamping: size))
         let resource = IncomingResource(
             name: name, peer: peer, size: Int64(clamping: size), progress: progress, sha256: sha256.hexString)
@@ -355,6 +360,34 @@ final class ResourceCenter: Sendable {
         logger.info("receiving '\(name)' (\(size) bytes) from '\(peer.displayName)'", metadata: peer.logMetadata)
         hooks.emit(.resourceStarted(resource))
         await sendControl(fp, .resourceResume(id: id, have: 0))
+    }
+
+    /// The name of a file being received, before the id.
+    static let partialPrefix = "/.mp-partial-"
+
+    /// Removes the partial files of transfers whose process died (killed, crashed) in `directory`: those no process
+    /// holds locked and that were not written to for a second (the lock follows the file's creation at once).
+    /// Returns how many went.
+    @discardableResult
+    static func sweepPartialFiles(in directory: String, logger: Logger? = nil) -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        var removed = 0
+        let now = time(nil)
+        for name in names where name.hasPrefix(String(partialPrefix.dropFirst())) {
+            let path = directory + "/" + name
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var status = stat()
+            guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == getuid(),
+                now - status.st_mtim.tv_sec >= 1, flock(fd, LOCK_EX | LOCK_NB) == 0
+            else { continue }
+            if unlink(path) == 0 { removed += 1 }
+        }
+        if removed > 0 {
+            logger?.notice("removed \(removed) partial files of transfers whose process ended, in \(directory)")
+        }
+        return removed
     }
 
     /// Why a resource folder must not be written into, or nil: it must be a directory (not a link to one) of
@@ -617,6 +650,13 @@ final class ResourceCenter: Sendable {
             )
         }
         for id in outgoing { finishOutgoing(id, .failure(SessionError(.notConnected, reason))) }
+        for id in incoming { failIncoming(id, reason, tellSender: false) }
+    }
+
+    /// The peer came back as a new incarnation (it restarted): the files it was sending us fail (it does not know
+    /// them any more); the ones we send it are offered again by ``linkResumed(_:)``.
+    func peerRestarted(_ fp: PeerFingerprint, reason: String) {
+        let incoming = state.withLock { state in state.incoming.values.filter { $0.fingerprint == fp }.map(\.id) }
         for id in incoming { failIncoming(id, reason, tellSender: false) }
     }
 
