@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "multipeer", targets: ["multipeer"]),
         .executable(name: "multipeer-bench", targets: ["MultipeerBenchmarks"]),
         .executable(name: "mdns-fuzz", targets: ["MDNSFuzz"]),
+        .executable(name: "multipeer-chaos", targets: ["MultipeerChaos"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.14.0"),
@@ -107,6 +108,14 @@ let package = Package(
             name: "MultipeerBenchmarks",
             dependencies: ["NetLab", "MulticastDNS", "MultipeerIO", "Multipeer", "MultipeerConnectivity"],
             swiftSettings: strict),
+        // The chaos run and the soak (scripts/chaos.sh): a driver that harms peers in a lab, and the peers.
+        .executableTarget(
+            name: "MultipeerChaos",
+            dependencies: [
+                "NetLab", "MulticastDNS", "MultipeerIO", "Multipeer",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict),
         // libFuzzer entry point for the decoders of what peers send (mDNS, wire frames, session messages, archived
         // peer IDs, events...); built with -sanitize=fuzzer by scripts/fuzz.sh.
         .executableTarget(
@@ -131,7 +140,8 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "NetLab", "multipeer", "MulticastDNS", "ConnectedColors", "PeerLists", "DataSession", "Chat",
-                "PeerConnectivityDemo", "WrapperChat", "StreamShare", "TestIsolation",
+                "PeerConnectivityDemo", "WrapperChat", "StreamShare", "TestIsolation", "MultipeerChaos",
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict),
     ]

@@ -50,6 +50,12 @@ use_package_mirrors
 time swift build --build-tests -Xswiftc -warnings-as-errors
 time swift test --skip-build "$@"
 
+# Two minutes of chaos (faults together, invariants throughout; `scripts/chaos.sh --minutes N` for longer).
+if [[ $EUID -eq 0 ]]; then
+    time scripts/chaos.sh
+else
+    echo "test.sh: the chaos run needs root (network namespaces, a tmpfs mount): skipped"
+fi
 if [[ -x scripts/fuzz.sh ]]; then
     time scripts/fuzz.sh 30 dns
     time scripts/fuzz.sh 20 wire

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The chaos run: N peers (processes in a lab of network namespaces) in one session while the driver kills them
+# (-9, during handshakes, invitations and transfers too), makes them leave and come back, takes links down and up,
+# sends files to a receiver whose disk is full and stalls readers; the rules it checks are in
+# Sources/MultipeerChaos/ChaosLedger.swift and docs/TESTING.md. Needs root (namespaces, a tmpfs mount).
+#
+#   scripts/chaos.sh                      2 minutes, 6 peers (what CI runs)
+#   scripts/chaos.sh --minutes 30 --peers 8 --seed 42 --log /tmp/chaos.log
+#   scripts/chaos.sh --soak               the hour-long soak (8 peers chatting, sending files, leaving and
+#                                         rejoining; no kills or cuts), samples to docs/soak.csv, plotted to
+#                                         docs/soak.svg by scripts/plot.py
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/mirrors.sh
+use_package_mirrors
+swift build --product multipeer-chaos >/dev/null
+binary=$(swift build --show-bin-path)/multipeer-chaos
+if [[ " $* " == *" --soak "* ]]; then
+    "$binary" run --samples docs/soak.csv "$@" | tee docs/soak.txt
+    status=${PIPESTATUS[0]}
+    if [[ -x scripts/plot.py ]]; then
+        scripts/plot.py docs/soak.csv --x minutes --y rss_mib,fds,cpu_percent --group peer \
+            --title "Soak: 8 peers for an hour (per peer, sampled each minute)" --out docs/soak.svg || true
+    fi
+    exit "$status"
+fi
+exec "$binary" run --peers 6 --minutes 2 "$@"
