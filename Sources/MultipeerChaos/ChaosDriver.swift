@@ -200,11 +200,9 @@ final class ChaosDriver {
         switch kind {
         case "kill":
             kill(victim)
-            let back = Double(random.next(in: 1...4))
-            scheduled.append((now + back, .restart(victim)))
-            // Sometimes killed again while it is shaking hands and being invited.
-            if random.next(in: 0...2) == 0 {
-                scheduled.append((now + back + Double(random.next(in: 2...12)) / 10, .kill(victim)))
+            // Sometimes killed again just after it is back, while it shakes hands and is invited.
+            if random.next(in: 0...2) == 0, let back = scheduled.last?.time {
+                scheduled.append((back + Double(random.next(in: 2...12)) / 10, .kill(victim)))
             }
         case "leave":
             pump()
@@ -241,7 +239,6 @@ final class ChaosDriver {
             members[victim].process?.writeLine("file \(members[receiver].name) \(3 << 20)")
             let target = random.next(in: 0...1) == 0 ? victim : receiver
             scheduled.append((now + Double(random.next(in: 1...6)) / 10, .kill(target)))
-            scheduled.append((now + 4, .restart(target)))
         }
     }
 
@@ -255,6 +252,8 @@ final class ChaosDriver {
         drain(process, index)
         members[index].down = true
         members[index].everRestarted = true
+        // Back after one to four seconds (the calm brings back whoever is still down).
+        scheduled.append((now + Double(random.next(in: 1...4)), .restart(index)))
     }
 
     /// Feeds what a process printed since the last call to the ledger (and the log).
@@ -349,6 +348,10 @@ final class ChaosDriver {
             csv += String(
                 format: "%.1f,%.2f,%@,%d,%.1f,%d,%.2f,%.1f,%d\n", time, time / 60, name, members[index].incarnation,
                 Double(rss) / 1024, fds, cpu, share, partial)
+            if let path = options.samples {
+                // Written as it goes: an hour's samples are not lost to a run that ends badly.
+                _ = FileManager.default.createFile(atPath: path, contents: Data(csv.utf8))
+            }
             if !members[index].everRestarted {
                 if members[index].firstFds == nil, time > 20 {
                     members[index].firstFds = fds

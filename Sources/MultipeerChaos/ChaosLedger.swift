@@ -101,6 +101,10 @@ struct ChaosLedger {
             let key = SenderKey(sender: observer, incarnation: incarnation, receiver: other)
             sent[key, default: []] += event.sequences ?? []
             for sequence in event.sequences ?? [] { sentAt[key, default: [:]][sequence] = event.time }
+        case ChaosEvent.Kind.sendFailed:
+            // Refused by `send` (the peer was no longer connected): never numbered, never owed.
+            refused[SenderKey(sender: observer, incarnation: incarnation, receiver: other), default: []]
+                .formUnion(event.sequences ?? [])
         case ChaosEvent.Kind.undelivered:
             undelivered[SenderKey(sender: observer, incarnation: incarnation, receiver: other), default: []]
                 .formUnion(event.sequences ?? [])
@@ -151,6 +155,8 @@ struct ChaosLedger {
     }
 
     private var gaps: [SenderKey: Set<Int>] = [:]
+    /// Messages `send` refused at once, by sender incarnation and receiver.
+    private var refused: [SenderKey: Set<Int>] = [:]
 
     private mutating func stateChanged(observer: String, peer: String, to state: String, code: String?, at time: Double)
     {
@@ -215,7 +221,7 @@ struct ChaosLedger {
         for (key, missing) in gaps.sorted(by: { $0.key < $1.key }) {
             // Skipped here and delivered to an earlier incarnation of the receiver (one that was killed or left)
             // is delivered once, not lost.
-            var unexplained = missing.subtracting(undelivered[key] ?? []).subtracting(
+            var unexplained = missing.subtracting(undelivered[key] ?? []).subtracting(refused[key] ?? []).subtracting(
                 reached[key].map { Set($0.keys) } ?? [])
             unexplained = unexplained.filter { !diedWithReceiver(key, $0) }
             if !unexplained.isEmpty {

@@ -58,6 +58,20 @@ import Testing
         #expect(ledger.violations.isEmpty, "\(ledger.violations)")
     }
 
+    /// Messages `send` refused (the peer had left) were never owed.
+    @Test func messagesSendRefusedLeaveAnAllowedGap() {
+        var ledger = Self.ledger()
+        ledger.record(
+            Self.event(ChaosEvent.Kind.received, "A", sequences: [1, 2], incarnation: 1), from: "B", incarnation: 1)
+        ledger.record(Self.event(ChaosEvent.Kind.sendFailed, "B", sequences: [6, 7]), from: "A", incarnation: 1)
+        ledger.record(Self.event(ChaosEvent.Kind.undelivered, "B", sequences: [3, 4, 5]), from: "A", incarnation: 1)
+        ledger.record(Self.event(ChaosEvent.Kind.sent, "B", sequences: [8]), from: "A", incarnation: 1)
+        ledger.record(
+            Self.event(ChaosEvent.Kind.received, "A", sequences: [8], incarnation: 1), from: "B", incarnation: 2)
+        ledger.finish(survivors: ["A": 1, "B": 2]) { _, _, _ in true }
+        #expect(ledger.violations.isEmpty, "\(ledger.violations)")
+    }
+
     /// What sat in a killed receiver's inbox died with it (excused and counted); what was queued after it died
     /// must be reported.
     @Test func aKilledReceiversInboxIsExcusedButNotWhatCameAfter() {
