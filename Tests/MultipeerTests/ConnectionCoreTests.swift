@@ -489,9 +489,10 @@ struct ConnectionCoreTests {
     }
 
     @Test func oneWayStreamsReadToTheirEndDoNotUseUpTheChannels() throws {
-        // Found by review, not fixed yet (older than issue 9): a stream is forgotten only when both sides finished
-        // it, and nothing finishes the reading side of a one-way stream (Apple's model: the receiver only reads),
-        // so a connection that carried maximumChannels one-way streams can open no more.
+        // Found by review (older than issue 9): a stream is forgotten only when both sides finished it, and nothing
+        // finished the reading side of a one-way stream (Apple's model: the receiver only reads), so a connection
+        // that carried maximumChannels one-way streams could open no more. The reader dropping its stream now
+        // finishes its side.
         var configuration = TestPeers.configuration(TestPeers.ada)
         configuration.maximumChannels = 16
         let pair = CorePair(dialer: configuration, acceptor: TestPeers.configuration(TestPeers.bob))
@@ -503,12 +504,17 @@ struct ConnectionCoreTests {
             try pair.dialer.write([1, 2, 3], channel: channel)
             try pair.dialer.finishChannel(channel)
             pair.run()
-            // The receiving application reads the whole stream to its end.
+            // The receiving application reads the whole stream to its end, and lets go of it.
             pair.acceptor.streamConsumed(channel: channel, count: 3)
+            pair.acceptor.streamDropped(channel: channel)
             pair.run()
         }
-        withKnownIssue("nothing finishes the reading side of a one-way stream") {
-            #expect(opened == 40, "only \(opened) streams could be opened")
+        #expect(opened == 40, "only \(opened) streams could be opened")
+        pair.run()
+        // Only the two default message channels are left on either side.
+        for core in [pair.dialer, pair.acceptor] {
+            let streams = core.channels.entries.filter { $0.value.kind != .message }
+            #expect(streams.isEmpty, "\(streams.keys.sorted())")
         }
     }
 

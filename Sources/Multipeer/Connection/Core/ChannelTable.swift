@@ -21,6 +21,8 @@ struct ChannelTable {
         /// Finished both ways, but the reader has not taken every byte yet: the channel (its credit, its slot)
         /// stays until it has, or until the application drops the stream.
         var lingering = false
+        /// The application dropped its stream object: once finished both ways, nothing waits for a reader.
+        var dropped = false
     }
 
     private let localParity: UInt32

@@ -122,10 +122,21 @@ extension ConnectionCore {
     }
 
     /// The application dropped its object for stream `channel`: a stream finished both ways that still held
-    /// unread bytes is forgotten now (the bytes with it).
+    /// unread bytes is forgotten now (the bytes with it). One still open this way is finished (after what is
+    /// queued): nobody can write on it any more, and a one-way stream (Apple's model: the receiver only reads) is
+    /// only forgotten once both ends are finished, so without this every one-way stream kept its slot for the
+    /// connection's life and a connection that carried `maximumChannels` of them could open no more.
     func streamDropped(channel: UInt32) {
-        guard let state = channels[channel], state.lingering else { return }
-        forgetChannel(channel, discarding: .streamDropped())
+        guard var state = channels[channel] else { return }
+        if state.lingering {
+            forgetChannel(channel, discarding: .streamDropped())
+            return
+        }
+        state.dropped = true
+        channels[channel] = state
+        if phase == .established, state.localOpen, !scheduler.isClosing(channel: channel) {
+            try? scheduler.enqueueClose(channel: channel)
+        }
     }
 
     func enqueueControl(_ frame: Frame) throws(ConnectionError) {

@@ -134,7 +134,9 @@ extension ConnectionCore {
     /// when the application drops the stream (``streamDropped(channel:)``).
     func finishedBothWays(_ channel: UInt32) {
         guard var state = channels[channel] else { return }
-        if let inbound = state.inbound, inbound.bufferedByteCount > 0 {
+        if state.dropped {
+            forgetChannel(channel, discarding: .streamDropped())
+        } else if let inbound = state.inbound, inbound.bufferedByteCount > 0 {
             state.lingering = true
             channels[channel] = state
         } else {
