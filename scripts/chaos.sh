@@ -16,12 +16,11 @@ use_package_mirrors
 swift build --product multipeer-chaos >/dev/null
 binary=$(swift build --show-bin-path)/multipeer-chaos
 if [[ " $* " == *" --soak "* ]]; then
-    "$binary" run --samples docs/soak.csv "$@" | tee docs/soak.txt
-    status=${PIPESTATUS[0]}
-    if [[ -x scripts/plot.py ]]; then
-        scripts/plot.py docs/soak.csv --x minutes --y rss_mib,fds,cpu_percent --group peer \
-            --title "Soak: 8 peers for an hour (per peer, sampled each minute)" --out docs/soak.svg || true
-    fi
+    samples=$(mktemp)
+    status=0
+    "$binary" run --samples "$samples" "$@" | tee docs/soak.txt || status=$?
+    scripts/soak_plot.sh "$samples" docs/soak.csv docs/soak.svg
+    rm -f "$samples"
     exit "$status"
 fi
 exec "$binary" run --peers 6 --minutes 2 "$@"

@@ -340,13 +340,14 @@ final class ChaosDriver {
             let cpu = Self.cpuSeconds(pid) ?? 0
             let partial = partialFiles(index).count
             let name = members[index].name
-            var share = 0.0
+            // The first sample of an incarnation has no share yet: left empty.
+            var share = ""
             if let last = lastCPU[name], last.incarnation == members[index].incarnation, time > last.time {
-                share = (cpu - last.cpu) / (time - last.time) * 100
+                share = String(format: "%.1f", (cpu - last.cpu) / (time - last.time) * 100)
             }
             lastCPU[name] = (members[index].incarnation, cpu, time)
             csv += String(
-                format: "%.1f,%.2f,%@,%d,%.1f,%d,%.2f,%.1f,%d\n", time, time / 60, name, members[index].incarnation,
+                format: "%.1f,%.2f,%@,%d,%.1f,%d,%.2f,%@,%d\n", time, time / 60, name, members[index].incarnation,
                 Double(rss) / 1024, fds, cpu, share, partial)
             if let path = options.samples {
                 // Written as it goes: an hour's samples are not lost to a run that ends badly.
