@@ -57,6 +57,8 @@ struct ChaosLedger {
     private var states: [String: (state: String, time: Double)] = [:]
     private var pendingChecks: [(deadline: Double, observer: String, peer: String, since: Double, what: String)] = []
     private var killed: [String: Set<Int>] = [:]
+    /// Until when each peer's link is down.
+    private var cutUntil: [String: Double] = [:]
     /// When each incarnation of each peer started and (if it was killed) died.
     private var lifetimes: [String: [Int: (start: Double, killed: Double?)]] = [:]
     /// When each message was queued.
@@ -184,11 +186,19 @@ struct ChaosLedger {
             killed[peer, default: []].insert(incarnation)
             lifetimes[peer, default: [:]][incarnation]?.killed = time
         }
+        if case .linkDown(let seconds) = fault { cutUntil[peer] = time + seconds }
         for observer in alive where observer != peer {
             guard states[Self.stateKey(observer, peer)]?.state == "connected" else { continue }
+            // When the observer's link or the peer's is down, neither a reset nor a `leave` gets through: the
+            // observer finds the peer gone by silence.
+            let cut = (cutUntil[observer] ?? 0) > time || (cutUntil[peer] ?? 0) > time
+            let bound = cut ? bounds.silenceBound : bounds.lossBound
             switch fault {
-            case .kill: pendingChecks.append((time + bounds.lossBound, observer, peer, time, "gone"))
-            case .leave: pendingChecks.append((time + bounds.lossBound, observer, peer, time, "left"))
+            case .kill: pendingChecks.append((time + bound, observer, peer, time, "gone"))
+            case .leave where bound == bounds.silenceBound:
+                // Its `leave` cannot reach a cut-off observer, which sees the link lost instead.
+                pendingChecks.append((time + bound, observer, peer, time, "gone"))
+            case .leave: pendingChecks.append((time + bound, observer, peer, time, "left"))
             case .linkDown(let seconds) where seconds > bounds.silenceBound:
                 pendingChecks.append((time + bounds.silenceBound, observer, peer, time, "gone"))
             case .linkDown: break

@@ -122,6 +122,19 @@ import Testing
         #expect(ledger.violations.isEmpty, "\(ledger.violations)")
     }
 
+    /// An observer whose own link is down learns of a kill by silence: the silence bound applies, not the 3 s.
+    @Test func aCutOffObserverHasTheSilenceBound() {
+        var ledger = ChaosLedger()
+        ledger.record(Self.event(ChaosEvent.Kind.state, "B", at: 1, state: "connected"), from: "A", incarnation: 1)
+        ledger.fault(.linkDown(seconds: 14), to: "A", at: 10, alive: ["A", "B"])
+        ledger.fault(.kill, to: "B", at: 12, alive: ["A", "B"])
+        ledger.record(
+            Self.event(ChaosEvent.Kind.state, "B", at: 16, state: "reconnecting", code: "linkLost"), from: "A",
+            incarnation: 1)
+        ledger.checkDeadlines(at: 22, alive: ["A"])
+        #expect(ledger.violations.isEmpty, "\(ledger.violations)")
+    }
+
     @Test func aFileVerifiedAsSentMustBeOnTheReceiversDisk() {
         var ledger = ChaosLedger()
         var sent = Self.event(ChaosEvent.Kind.fileSent, "B", state: "sent")
