@@ -439,7 +439,8 @@ final class ChaosDriver {
         let sentCount = ledger.sent.values.reduce(0) { $0 + $1.count }
         say(
             "messages: \(sentCount) queued, \(counts["deliveredMessages"] ?? 0) delivered, "
-                + "\(counts["undeliveredMessages"] ?? 0) reported undelivered")
+                + "\(counts["undeliveredMessages"] ?? 0) reported undelivered, "
+                + "\(counts["diedWithReceiver"] ?? 0) died unread in a killed receiver")
         say(
             "files: \(counts[ChaosEvent.Kind.fileSent] ?? 0) sends ended, \(counts[ChaosEvent.Kind.fileReceived] ?? 0) "
                 + "receptions ended")
