@@ -77,6 +77,8 @@ final class ChaosDriver {
 
     /// Runs; true when no rule was broken.
     func run() throws -> Bool {
+        // A line written to a peer that just died must not end the driver.
+        signal(SIGPIPE, SIG_IGN)
         if let path = options.log {
             _ = FileManager.default.createFile(atPath: path, contents: nil)
             eventLog = FileHandle(forWritingAtPath: path)
@@ -177,11 +179,23 @@ final class ChaosDriver {
     private var connected: [String: Set<String>] = [:]
     private func connectedSet(of name: String) -> Set<String> { connected[name] ?? [] }
 
+    /// Peers that ended without being told to (a crash, a failed start), with their last words.
+    private var unexpectedExits: [String] = []
+
     /// Reads every line the peers printed since the last call into the ledger.
     private func pump() {
         for index in members.indices {
             guard let process = members[index].process else { continue }
             drain(process, index)
+            if !members[index].down, let status = process.exitStatus {
+                let member = members[index]
+                let words = process.standardError.split(separator: "\n").suffix(3).joined(separator: " | ")
+                unexpectedExits.append("\(member.name)#\(member.incarnation) exited on its own (\(status)): \(words)")
+                say("\(member.name)#\(member.incarnation) exited on its own (\(status))")
+                members[index].down = true
+                members[index].everRestarted = true
+                scheduled.append((now + 1, .restart(index)))
+            }
         }
         ledger.checkDeadlines(at: now - 0.5, alive: Set(alive))
     }
@@ -397,7 +411,7 @@ final class ChaosDriver {
             pump()
             usleep(100_000)
         }
-        var extra: [String] = []
+        var extra = unexpectedExits
         if !meshComplete {
             extra.append("after the calm the mesh is not whole: \(connected.mapValues { $0.sorted() })")
         }
