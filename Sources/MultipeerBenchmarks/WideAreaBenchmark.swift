@@ -41,6 +41,11 @@ enum WideAreaBenchmark {
         }
         let ratio = baseline.isEmpty ? "" : String(format: "  ratio %.2f", median(ours) / median(baseline))
         print("\(label): \(show(ours)) \(unit) vs \(show(baseline)) \(unit)\(ratio)")
+        ResultLog.shared.add(
+            ResultLog.Record(
+                label: label, ours: ours.isEmpty ? "n/a" : String(format: "%.3f %@", median(ours) * scale, unit),
+                baseline: baseline.isEmpty ? "" : String(format: "%.3f %@", median(baseline) * scale, unit),
+                ratio: baseline.isEmpty ? nil : median(ours) / median(baseline), runs: ours.count))
     }
 
     // MARK: 1. Start to found
@@ -318,6 +323,9 @@ enum WideAreaBenchmark {
             $0.contains("Average round trip")
         }
         print(
+            "5 turnutils_uclient -T (1400 B messages, paced), through the same relay: "
+                + (line.map { String($0) } ?? "no result"))
+        ResultLog.shared.addNote(
             "5 turnutils_uclient -T (1400 B messages, paced), through the same relay: "
                 + (line.map { String($0) } ?? "no result"))
     }
