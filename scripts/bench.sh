@@ -74,7 +74,9 @@ fi
 
 use_package_mirrors
 build_started=$SECONDS
-swift build -c release --product multipeer --product multipeer-bench
+# One product per command: SwiftPM builds only the last of several --product options.
+swift build -c release --product multipeer
+swift build -c release --product multipeer-bench
 echo "bench.sh: release build took $((SECONDS - build_started)) s"
 
 stamp=$(date -u +%Y%m%d-%H%M%S)

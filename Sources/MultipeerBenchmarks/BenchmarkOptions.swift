@@ -17,7 +17,7 @@ struct BenchmarkOptions {
                        moves a quarter of the bytes and messages; for baseline, about a quarter of the work
           --verbose    print every run's raw numbers (connection: and each measurement's start and end on stderr)
           --pairs N    connection benchmark 5: idle connection pairs to open (default 1000)
-          --sizes LIST scaling: the numbers of peers, e.g. 2,4,8 (default 2,4,8,16,32,64)
+          --sizes LIST scaling: the numbers of peers, e.g. 2,4,8 (default 2,4,8,16,32,48,64)
           --idle S     scaling: the idle window after the mesh formed, in seconds (default 20, quick 5)
           --mesh MODE  scaling: `all` (default) every peer invites every other; `one` the first peer invites
                        everyone and introductions connect the rest
@@ -45,7 +45,7 @@ struct BenchmarkOptions {
     /// Where to write the machine-readable results (`--results`), or nil.
     var resultsPath: String?
     /// The numbers of peers of the scaling suite (`--sizes`).
-    var sizes = [2, 4, 8, 16, 32, 64]
+    var sizes = [2, 4, 8, 16, 32, 48, 64]
     /// Whether every peer of a scaling mesh invites every other (`--mesh all`) or only the first does (`one`).
     var inviteAll = true
     /// The scaling suite's idle window after the mesh formed, in seconds (`--idle`); nil for the default.

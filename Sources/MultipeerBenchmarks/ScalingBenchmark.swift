@@ -177,13 +177,16 @@ enum ScalingBenchmark {
                 ] + invites, interactive: true)
         }
         defer { crowd.stop() }
+        let droppedBefore = backlogDrops()
         let done = crowd.wait(for: ["found ", "connected "], cap: meshCap)
+        let dropped = backlogDrops() - droppedBefore
         var result = MeshRun()
         result.found = (done["found "] ?? nil).map { ($0 - crowd.start).seconds }
         guard let meshed = done["connected "] ?? nil else {
             notes.append(
                 "\(size) peers, run \(run + 1): mesh not complete after \(meshCap.components.seconds) s; "
-                    + "members connected per peer: \(crowd.spread("connected ")), load average \(loadAverage()); "
+                    + "members connected per peer: \(crowd.spread("connected ")), load average \(loadAverage()), "
+                    + "\(dropped) packets dropped by the kernel's input backlog meanwhile (softnet_stat); "
                     + "lines by first word: \(crowd.histogram())")
             return result
         }
@@ -201,6 +204,11 @@ enum ScalingBenchmark {
             if let start, let end = cpuSeconds(pid), elapsed > 0 { result.idle.append((end - start) / elapsed * 100) }
         }
         result.residentAfterIdle = crowd.pids.compactMap(residentBytes)
+        if dropped > 0 {
+            notes.append(
+                "\(size) peers, run \(run + 1): \(dropped) packets dropped by the kernel's input backlog while the "
+                    + "mesh formed (softnet_stat, whole machine)")
+        }
         let lost = crowd.lines.filter { $0.hasPrefix("disconnected ") || $0.hasPrefix("lost ") }.count
         if lost > 0 { notes.append("\(size) peers, run \(run + 1): \(lost) disconnected/lost lines after forming") }
         return result
@@ -285,6 +293,16 @@ enum ScalingBenchmark {
             let kibibytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
         else { return nil }
         return kibibytes * 1024
+    }
+
+    /// Packets the kernel dropped because a CPU's input backlog was full (`/proc/net/softnet_stat`, second
+    /// column, summed over CPUs; the whole machine, every namespace).
+    static func backlogDrops() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/net/softnet_stat", encoding: .utf8) else { return 0 }
+        return text.split(separator: "\n").reduce(0) { sum, line in
+            let fields = line.split(separator: " ")
+            return sum + (fields.count > 1 ? Int(fields[1], radix: 16) ?? 0 : 0)
+        }
     }
 
     /// CPU time of a process in seconds (utime+stime), or nil if it is gone.
