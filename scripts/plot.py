@@ -10,10 +10,10 @@ one column or several joined with `+`, drawn as lines in the same panel (so give
     scripts/plot.py scaling.csv --x peers --logx --y discovery_s+discovery_zeroconf_s+mesh_s,rss_mesh_mib
     scripts/plot.py soak.csv --x minute --y rss_mib,descriptors,cpu_pct --title "soak, per minute"
 
-An empty cell, or one that is not a number, leaves a gap: the line stops and starts again after it. The y axis
-of every panel starts at zero unless --logy is given or a value is negative. --ylabels names each panel's axis
-(default: its columns); --labels renames columns in the legends. Writes the SVG to --out (default: standard
-output).
+An empty cell, or one that is not a number, leaves a gap: the line stops and starts again after it. Points get
+markers when a series has at most 40 of them. The y axis of every panel starts at zero unless --logy is given or
+a value is negative. --ylabels names each panel's axis (default: a one-column panel's column); --labels renames
+columns in the legends. Writes the SVG to --out (default: standard output).
 """
 import argparse
 import csv
@@ -134,7 +134,10 @@ def plot(rows, args):
     xlow, xhigh = min(points), max(points)
 
     width = args.width
-    left, right = 70, 190  # room for the y labels and the legend
+    # Room for the y labels on the left, and for the longest legend entry on the right (about 7 px a character).
+    longest = max(len(names.get(c, c)) for panel in panels for c in panel)
+    left, right = 70, max(120, 50 + 7 * longest)
+    width = max(width, left + right + 300)
     panel_height, gap, top = 170, 48, 46 if args.title else 16
     height = top + len(panels) * (panel_height + gap) + 10
     xscale = Scale(xlow, xhigh, left, width - right, args.logx)
@@ -195,7 +198,8 @@ def plot(rows, args):
             x = xscale(tick)
             out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{y1}" stroke="#e4e4e4"/>')
             out.append(f'<text x="{x:.1f}" y="{y1 + 15}" text-anchor="middle">{label(tick)}</text>')
-        axis = ylabels[index] if index < len(ylabels) and ylabels[index] else " + ".join(names.get(c, c) for c in panel)
+        # Without --ylabels a one-column panel is named after its column; the legend names several.
+        axis = ylabels[index] if index < len(ylabels) and ylabels[index] else (panel[0] if len(panel) == 1 else "")
         out.append(
             f'<text x="16" y="{(y0 + y1) / 2:.0f}" text-anchor="middle" '
             f'transform="rotate(-90 16 {(y0 + y1) / 2:.0f})">{html.escape(axis)}</text>'
@@ -225,8 +229,9 @@ def plot(rows, args):
                 if len(part) > 1:
                     path = " ".join(f"{x:.1f},{y:.1f}" for x, y in part)
                     out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-                for x, y in part:
-                    out.append(marker(shape, x, y, colour))
+                if len(pairs) <= 40:  # markers on dense series would hide the line
+                    for x, y in part:
+                        out.append(marker(shape, x, y, colour))
             ly = y0 + 14 + number_in_panel * 18
             lx = width - right + 14
             out.append(f'<line x1="{lx}" x2="{lx + 22}" y1="{ly - 4}" y2="{ly - 4}" stroke="{colour}" stroke-width="2"/>')

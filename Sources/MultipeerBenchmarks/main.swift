@@ -64,10 +64,17 @@ func runDiscovery(_ options: BenchmarkOptions) throws {
     notes.forEach(ResultLog.shared.addNote)
 }
 
+let options: BenchmarkOptions
 do {
-    let options = try BenchmarkOptions(arguments: Array(CommandLine.arguments.dropFirst()))
-    let started = Date()
-    let loadAtStart = loadAverage()
+    options = try BenchmarkOptions(arguments: Array(CommandLine.arguments.dropFirst()))
+} catch {
+    FileHandle.standardError.write(Data("multipeer-bench: \(error)\n".utf8))
+    exit(2)
+}
+let started = Date()
+let loadAtStart = loadAverage()
+var status: Int32 = 0
+do {
     let succeeded: Bool
     switch options.suite {
     case "baseline": succeeded = runBaselines(options)
@@ -76,19 +83,25 @@ do {
     case "lock":
         LockBenchmark.run(options)
         succeeded = true
-    case "widearea":
-        try WideAreaBenchmark.run(options)
-        succeeded = true
+    case "widearea": succeeded = WideAreaBenchmark.run(options)
     case "scaling": succeeded = try ScalingBenchmark.run(options)
     default:
         try runDiscovery(options)
         succeeded = true
     }
-    if let path = options.resultsPath {
-        try ResultLog.shared.write(to: path, options: options, started: started, loadAtStart: loadAtStart)
-    }
-    exit(succeeded ? 0 : 1)
+    status = succeeded ? 0 : 1
 } catch {
     FileHandle.standardError.write(Data("multipeer-bench: \(error)\n".utf8))
-    exit(error is BenchmarkError ? 2 : 1)
+    // What was measured before the error still goes into the results file, with the error as a failed row.
+    ResultLog.shared.add(.failed("\(options.suite) (stopped)", error))
+    status = error is BenchmarkError ? 2 : 1
 }
+if let path = options.resultsPath {
+    do {
+        try ResultLog.shared.write(to: path, options: options, started: started, loadAtStart: loadAtStart)
+    } catch {
+        FileHandle.standardError.write(Data("multipeer-bench: cannot write \(path): \(error)\n".utf8))
+        status = 1
+    }
+}
+exit(status)
