@@ -44,6 +44,8 @@ func runBaselines(_ options: BenchmarkOptions) -> Bool {
         print(
             label.padding(toLength: 50, withPad: " ", startingAt: 0) + "  " + text
                 + String(format: "  [%.1f s]", seconds))
+        ResultLog.shared.add(
+            ResultLog.Record(label: label, ours: text, met: text.hasPrefix("failed:") ? false : nil, runs: 1))
     }
 
     measure("iperf3 TCP, one stream, \(sizes.iperf3Seconds) s") {

@@ -14,6 +14,8 @@ struct BenchmarkPaths {
     var zeroconfRegister: String { repository.appendingPathComponent("scripts/interop/zc_register.py").path }
     /// `scripts/interop/zc_browse.py`.
     var zeroconfBrowse: String { repository.appendingPathComponent("scripts/interop/zc_browse.py").path }
+    /// `scripts/bench/zc_peer.py`.
+    var zeroconfPeer: String { repository.appendingPathComponent("scripts/bench/zc_peer.py").path }
     /// `scripts/bench/zc_cache_memory.py`.
     var zeroconfCacheMemory: String { repository.appendingPathComponent("scripts/bench/zc_cache_memory.py").path }
 

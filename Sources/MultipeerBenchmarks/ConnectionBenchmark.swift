@@ -229,10 +229,14 @@ func runConnection(_ options: BenchmarkOptions) throws -> Bool {
         do {
             let produced = try body()
             rows += produced
-            for row in produced { print(row.line) }
+            for row in produced {
+                print(row.line)
+                ResultLog.shared.add(row.record)
+            }
             if options.verbose { for row in produced { row.rawLines.forEach { print($0) } } }
         } catch {
             print("\(number) \(name): failed: \(error)")
+            ResultLog.shared.add(.failed("\(number) \(name)", error))
             succeeded = false
         }
         let took = start.duration(to: .now)
@@ -251,6 +255,7 @@ func runConnection(_ options: BenchmarkOptions) throws -> Bool {
         print("notes:")
         for note in benchmark.notes { print("  " + note) }
     }
+    benchmark.notes.forEach(ResultLog.shared.addNote)
     return succeeded
 }
 

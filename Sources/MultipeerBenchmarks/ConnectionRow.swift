@@ -15,12 +15,16 @@ struct ConnectionRow {
         case milliseconds
         /// Bytes, shown as `41.2 KiB`.
         case kibibytes
+        /// Bytes, shown as `12.3 MiB`.
+        case mebibytes
+        /// Percent of one core, shown as `0.25 %`.
+        case percent
 
         /// Whether a larger value is better (throughput) rather than worse (latency, memory).
         var higherIsBetter: Bool {
             switch self {
             case .bytesPerSecond, .messagesPerSecond: true
-            case .microseconds, .milliseconds, .kibibytes: false
+            case .microseconds, .milliseconds, .kibibytes, .mebibytes, .percent: false
             }
         }
 
@@ -32,6 +36,8 @@ struct ConnectionRow {
             case .microseconds: String(format: "%.1f µs", value / 1e3)
             case .milliseconds: String(format: "%.3f ms", value / 1e6)
             case .kibibytes: String(format: "%.1f KiB", value / 1024)
+            case .mebibytes: String(format: "%.1f MiB", value / 1_048_576)
+            case .percent: String(format: "%.2f %%", value)
             }
         }
     }

@@ -50,6 +50,11 @@ enum LockBenchmark {
             print(
                 "\(label): Lock \(format(ours)), Mutex \(format(mutex)), ratio "
                     + String(format: "%.2f", ours.median / mutex.median))
+            ResultLog.shared.add(
+                ResultLog.Record(
+                    label: label, ours: String(format: "%.1f ns", ours.median),
+                    baseline: String(format: "%.1f ns", mutex.median), baselineName: "Synchronization.Mutex",
+                    ratio: ours.median / mutex.median, runs: options.runs))
         }
     }
 

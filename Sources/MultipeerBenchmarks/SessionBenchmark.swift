@@ -58,13 +58,17 @@ func runSession(_ options: BenchmarkOptions) throws -> Bool {
             notes.append(note)
         }
     }
-    for row in rows { print(row.line) }
+    for row in rows {
+        print(row.line)
+        ResultLog.shared.add(row.record)
+    }
     if options.verbose {
         print("raw per-run values:")
         for row in rows { row.rawLines.forEach { print($0) } }
     }
     print("notes:")
     for note in notes { print("  " + note) }
+    notes.forEach(ResultLog.shared.addNote)
     print("took \(Int(-started.timeIntervalSinceNow)) s")
     return true
 }

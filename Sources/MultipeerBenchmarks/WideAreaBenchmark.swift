@@ -17,13 +17,28 @@ import Synchronization
 /// 5. coturn's own client (`turnutils_uclient -T`, TCP relaying, with `turnutils_peer`) through the same relay: its
 ///    average round trip, beside ours (it paces its sends, so its throughput does not compare).
 enum WideAreaBenchmark {
-    static func run(_ options: BenchmarkOptions) throws {
+    /// Runs the selected parts; a part that fails is reported (and recorded as a failed row) and the next runs.
+    /// - Returns: Whether every part ran.
+    static func run(_ options: BenchmarkOptions) -> Bool {
         let started = Date()
         print("multipeer-bench widearea: \(options.runs) runs, \(machineDescription())")
         print("started \(ISO8601DateFormatter().string(from: started))")
-        if options.scenarios.contains(1) { try foundTimes(runs: options.runs) }
-        if !options.scenarios.isDisjoint(with: [2, 3, 4, 5]) { try relayComparison(options) }
+        var succeeded = true
+        func part(_ name: String, _ body: () throws -> Void) {
+            do {
+                try body()
+            } catch {
+                print("\(name): failed: \(error)")
+                ResultLog.shared.add(.failed(name, error))
+                succeeded = false
+            }
+        }
+        if options.scenarios.contains(1) { part("1 start to found") { try foundTimes(runs: options.runs) } }
+        if !options.scenarios.isDisjoint(with: [2, 3, 4, 5]) {
+            part("2-5 relayed against direct") { try relayComparison(options) }
+        }
         print("took \(Int(-started.timeIntervalSinceNow)) s")
+        return succeeded
     }
 
     static func median(_ values: [Double]) -> Double {
@@ -41,6 +56,11 @@ enum WideAreaBenchmark {
         }
         let ratio = baseline.isEmpty ? "" : String(format: "  ratio %.2f", median(ours) / median(baseline))
         print("\(label): \(show(ours)) \(unit) vs \(show(baseline)) \(unit)\(ratio)")
+        ResultLog.shared.add(
+            ResultLog.Record(
+                label: label, ours: ours.isEmpty ? "n/a" : String(format: "%.3f %@", median(ours) * scale, unit),
+                baseline: baseline.isEmpty ? "" : String(format: "%.3f %@", median(baseline) * scale, unit),
+                ratio: baseline.isEmpty ? nil : median(ours) / median(baseline), runs: ours.count))
     }
 
     // MARK: 1. Start to found
@@ -318,6 +338,9 @@ enum WideAreaBenchmark {
             $0.contains("Average round trip")
         }
         print(
+            "5 turnutils_uclient -T (1400 B messages, paced), through the same relay: "
+                + (line.map { String($0) } ?? "no result"))
+        ResultLog.shared.addNote(
             "5 turnutils_uclient -T (1400 B messages, paced), through the same relay: "
                 + (line.map { String($0) } ?? "no result"))
     }
