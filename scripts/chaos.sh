@@ -7,7 +7,8 @@
 #   scripts/chaos.sh                      2 minutes, 6 peers (what CI runs)
 #   scripts/chaos.sh --minutes 30 --peers 8 --seed 42 --log /tmp/chaos.log
 #   scripts/chaos.sh --soak               the hour-long soak (8 peers chatting, sending files, leaving and
-#                                         rejoining; no kills or cuts), samples to docs/soak.csv, plotted to
+#                                         rejoining; no kills or cuts), samples to docs/soak.csv (a column per
+#                                         peer), its report to .build/soak.txt, plotted to
 #                                         docs/soak.svg by scripts/plot.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ binary=$(swift build --show-bin-path)/multipeer-chaos
 if [[ " $* " == *" --soak "* ]]; then
     samples=$(mktemp)
     status=0
-    "$binary" run --samples "$samples" "$@" | tee docs/soak.txt || status=$?
+    "$binary" run --samples "$samples" "$@" | tee .build/soak.txt || status=$?
     scripts/soak_plot.sh "$samples" docs/soak.csv docs/soak.svg
     rm -f "$samples"
     exit "$status"
