@@ -55,7 +55,9 @@ final class ChaosDriver {
     private let executable: String
     private let work: String
     private var mounted: String?
-    private var csv = "seconds,minutes,peer,incarnation,rss_mib,fds,cpu_seconds,cpu_percent,partial_files\n"
+    private var csv = "seconds,minutes,peer,incarnation,rss_mib,heap_mib,fds,cpu_seconds,cpu_percent,partial_files\n"
+    /// Each member's last reported heap in use (bytes).
+    private var heap: [String: Int64] = [:]
     /// Each member's CPU seconds and time at its last sample (per incarnation), for the CPU share between two.
     private var lastCPU: [String: (incarnation: Int, cpu: Double, time: Double)] = [:]
     private let started = Date().timeIntervalSince1970
@@ -145,6 +147,7 @@ final class ChaosDriver {
         members[index].incarnation += 1
         // A new incarnation starts with no one connected.
         connected[members[index].name] = []
+        heap[members[index].name] = nil
         members[index].down = false
         let member = members[index]
         let process = try lab.spawn(
@@ -277,6 +280,10 @@ final class ChaosDriver {
         while let line = process.readLine(timeout: .zero) {
             eventLog?.write(Data("\(name)#\(incarnation) \(line)\n".utf8))
             guard let event = ChaosEvent(line: line) else { continue }
+            if event.kind == ChaosEvent.Kind.heap {
+                heap[name] = event.size
+                continue
+            }
             if event.kind == ChaosEvent.Kind.state, let peer = event.peer {
                 if event.state == "connected" {
                     connected[name, default: []].insert(peer)
@@ -360,9 +367,10 @@ final class ChaosDriver {
                 share = String(format: "%.1f", (cpu - last.cpu) / (time - last.time) * 100)
             }
             lastCPU[name] = (members[index].incarnation, cpu, time)
+            let heapMiB = heap[name].map { String(format: "%.1f", Double($0) / 1_048_576) } ?? ""
             csv += String(
-                format: "%.1f,%.2f,%@,%d,%.1f,%d,%.2f,%@,%d\n", time, time / 60, name, members[index].incarnation,
-                Double(rss) / 1024, fds, cpu, share, partial)
+                format: "%.1f,%.2f,%@,%d,%.1f,%@,%d,%.2f,%@,%d\n", time, time / 60, name, members[index].incarnation,
+                Double(rss) / 1024, heapMiB, fds, cpu, share, partial)
             if let path = options.samples {
                 // Written as it goes: an hour's samples are not lost to a run that ends badly.
                 _ = FileManager.default.createFile(atPath: path, contents: Data(csv.utf8))

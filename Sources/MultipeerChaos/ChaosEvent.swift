@@ -47,6 +47,8 @@ struct ChaosEvent: Codable, Sendable, Equatable {
         static let fileReceived = "fileReceived"
         /// The reader stopped (`state` `stalled`) or went on (`reading`).
         static let reader = "reader"
+        /// The peer's heap in use (`size`, bytes), every 10 s.
+        static let heap = "heap"
         /// A command was not understood.
         static let error = "error"
     }

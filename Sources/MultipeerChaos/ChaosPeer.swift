@@ -46,6 +46,9 @@ final class ChaosPeer: Sendable {
         var files = 0
     }
 
+    /// The most messages kept per receiver to map loss reports back (see ``resolve(_:in:)``).
+    static let outstandingLimit = 20_000
+
     static func emit(_ event: ChaosEvent) {
         let line = event.line + "\n"
         output.withLock { _ in
@@ -88,6 +91,15 @@ final class ChaosPeer: Sendable {
             Task { for await event in session.events { self.sessionEvent(event) } },
             Task { await self.read() },
             Task { await self.inviteLoop() },
+            Task {
+                // The heap in use, which tells a leak from the allocator keeping freed pages (resident memory).
+                while !Task.isCancelled {
+                    var event = ChaosEvent(kind: ChaosEvent.Kind.heap)
+                    event.size = ProcessMemory.heapInUse().map(Int64.init)
+                    Self.emit(event)
+                    try? await Task.sleep(for: .seconds(10))
+                }
+            },
         ]
         for await line in Self.standardInput() {
             if line == "leave" { break }
@@ -205,6 +217,9 @@ final class ChaosPeer: Sendable {
                 let lostAlready = state.withLock { state -> Bool in
                     if state.unresolved[fp]?.remove(number) != nil { return true }
                     state.outstanding[fp, default: []].append((number, sequence))
+                    // Bounded: a message this old was acknowledged long ago (the session's replay buffer holds far
+                    // fewer); a loss report naming it would show as unresolved.
+                    if state.outstanding[fp]!.count > Self.outstandingLimit { state.outstanding[fp]!.removeFirst() }
                     return false
                 }
                 sent.sequences!.append(sequence)
