@@ -12,6 +12,10 @@ enum EventCoding {
     static let maximumLength = 1 << 20
     /// The deepest nesting of arrays and objects decoded.
     static let maximumDepth = 32
+    /// The furthest a `$date` may be from 1970, in seconds (about 3,170 years): a tagged number beyond it stays a
+    /// dictionary, not a `Date`. Found by fuzzing: a 105-digit integer is parsed by Foundation as a decimal whose
+    /// conversion to `Double` differs from the same value written back, and dates that far out are nobody's.
+    static let maximumDateSeconds: Double = 100_000_000_000
 
     /// Whether `data` is short enough, holds no zero byte and nests at most ``maximumDepth`` deep (strings and
     /// escapes skipped).
@@ -117,7 +121,9 @@ enum EventCoding {
     private static func untag(_ value: Any) -> Any {
         switch value {
         case let dictionary as [String: Any]:
-            if dictionary.count == 1, let seconds = dictionary["$date"] as? Double {
+            if dictionary.count == 1, let seconds = dictionary["$date"] as? Double, seconds.isFinite,
+                abs(seconds) <= maximumDateSeconds
+            {
                 return Date(timeIntervalSince1970: seconds)
             }
             if dictionary.count == 1, let text = dictionary["$data"] as? String, let data = Data(base64Encoded: text) {

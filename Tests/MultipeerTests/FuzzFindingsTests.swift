@@ -65,6 +65,19 @@ struct EventCodingFuzzFindingsTests {
         #expect(EventCoding.decode(Data(#"{"$event":{"k":"v"}}"#.utf8))?["k"] as? String == "v")
     }
 
+    /// A `$date` of 105 digits: Foundation parsed the integer as a decimal whose `Double` differs from the same
+    /// value written back, so the event changed on a round trip (the fuzz smoke's crash). A date that far from 1970
+    /// is now no date, and the event round trips.
+    @Test func aDateFarBeyondAnyCalendarStaysANumber() {
+        let digits = "17004" + String(repeating: "4", count: 96) + "00025"
+        let event = Data((#"{"$event":{"bytes":{"$data":"AAEC/v8>"},"when":{"$date":"# + digits + "}}}").utf8)
+        EventFuzzHarness.check(Array(event))
+        let decoded = EventCoding.decode(event)
+        #expect(decoded?["when"] is [String: Any], "\(String(describing: decoded))")
+        let near = Data(#"{"$event":{"when":{"$date":1700000000.5}}}"#.utf8)
+        #expect((EventCoding.decode(near)?["when"] as? Date)?.timeIntervalSince1970 == 1_700_000_000.5)
+    }
+
     @Test func theEventSeedsKeepTheirProperties() {
         #expect(EventFuzzHarness.seeds().count >= 8)
         for seed in EventFuzzHarness.seeds() { EventFuzzHarness.check(seed) }
