@@ -35,8 +35,10 @@ final class ChaosDriver {
         let resources: String
         var firstFds: Int?
         var firstRSS: Int?
+        var firstHeap: Int64?
         var lastFds = 0
         var lastRSS = 0
+        var lastHeap: Int64?
     }
 
     private enum Action {
@@ -379,9 +381,11 @@ final class ChaosDriver {
                 if members[index].firstFds == nil, time > 20 {
                     members[index].firstFds = fds
                     members[index].firstRSS = rss
+                    members[index].firstHeap = heap[name]
                 }
                 members[index].lastFds = fds
                 members[index].lastRSS = rss
+                members[index].lastHeap = heap[name]
             }
         }
     }
@@ -436,6 +440,11 @@ final class ChaosDriver {
             if let first = member.firstRSS, Double(member.lastRSS) > Double(first) * 1.5 + 20_000 {
                 extra.append("\(member.name): resident memory grew from \(first) KiB to \(member.lastRSS) KiB")
             }
+            // The heap in use is where a leak shows (resident memory also holds what the allocator keeps).
+            if let first = member.firstHeap, let last = member.lastHeap, Double(last) > Double(first) * 1.5 + 4_194_304
+            {
+                extra.append("\(member.name): heap in use grew from \(first >> 10) KiB to \(last >> 10) KiB")
+            }
         }
         var survivors: [String: Int] = [:]
         for member in members { survivors[member.name] = member.incarnation }
@@ -470,7 +479,8 @@ final class ChaosDriver {
         for member in members where !member.everRestarted {
             say(
                 "\(member.name): descriptors \(member.firstFds ?? 0) → \(member.lastFds), resident "
-                    + "\((member.firstRSS ?? 0) / 1024) → \(member.lastRSS / 1024) MiB")
+                    + "\((member.firstRSS ?? 0) / 1024) → \(member.lastRSS / 1024) MiB, heap in use "
+                    + "\((member.firstHeap ?? 0) >> 10) → \((member.lastHeap ?? 0) >> 10) KiB")
         }
         if let path = options.samples {
             _ = FileManager.default.createFile(atPath: path, contents: Data(csv.utf8))
