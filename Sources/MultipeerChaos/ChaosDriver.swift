@@ -1,4 +1,5 @@
 import Foundation
+import MulticastDNS
 import NetLab
 
 #if canImport(Glibc)
@@ -48,7 +49,7 @@ final class ChaosDriver {
     }
 
     let options: Options
-    private var random: SplitMix
+    private var random: SplitMix64
     private var ledger = ChaosLedger()
     private var members: [Member] = []
     private var scheduled: [(time: Double, action: Action)] = []
@@ -67,7 +68,7 @@ final class ChaosDriver {
 
     init(_ options: Options) throws {
         self.options = options
-        random = SplitMix(seed: options.seed)
+        random = SplitMix64(seed: options.seed)
         executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         work = NSTemporaryDirectory() + "multipeer-chaos-\(getpid())"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -504,17 +505,8 @@ final class ChaosDriver {
     }
 }
 
-/// A seeded generator, so a run's faults can be replayed with `--seed`.
-struct SplitMix: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+extension SplitMix64 {
+    /// A number in `range` (the driver's choices come from one seeded generator, so `--seed` replays them).
     mutating func next(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
 }
 
