@@ -360,15 +360,7 @@ final class ChaosPeer: Sendable {
         let outbox = options.directory + "/outbox"
         try? FileManager.default.createDirectory(atPath: outbox, withIntermediateDirectories: true)
         let path = outbox + "/" + name
-        var bytes = [UInt8](repeating: 0, count: size)
-        var generator = SystemRandomNumberGenerator()
-        for index in stride(from: 0, to: size, by: 8) {
-            let word = generator.next()
-            for offset in 0..<min(8, size - index) {
-                bytes[index + offset] = UInt8(truncatingIfNeeded: word >> (offset * 8))
-            }
-        }
-        _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(SecureRandom.bytes(size)))
         let session = session
         Task {
             var event = ChaosEvent(kind: ChaosEvent.Kind.fileSent, peer: peer.displayName)

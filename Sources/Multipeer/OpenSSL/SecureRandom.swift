@@ -1,9 +1,9 @@
 internal import COpenSSL
 
 /// Cryptographically secure random bytes from OpenSSL's DRBG.
-enum SecureRandom {
+package enum SecureRandom {
     /// `count` random bytes.
-    static func bytes(_ count: Int) -> [UInt8] {
+    package static func bytes(_ count: Int) -> [UInt8] {
         OpenSSLLibrary.initialize()
         var bytes = [UInt8](repeating: 0, count: count)
         guard count > 0 else { return bytes }
