@@ -40,6 +40,11 @@ else
 fi
 # The backtracer would hang on a sanitizer's abort; the sanitizer prints its own stacks.
 export SWIFT_BACKTRACE=enable=no
+# At most this many tests at once (the testing library starts every test at once otherwise). Sanitized code is
+# several times slower, and hundreds of tests sharing two cores starved each other for minutes: a 300 ms sleep
+# that resumed after 800 s, deadlines missed by the dozen. A stretched deadline cannot cover that; fewer tests
+# at a time can.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
 
 status=0
 time swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" "$@" || status=$?

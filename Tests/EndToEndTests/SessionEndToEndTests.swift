@@ -131,10 +131,11 @@ struct SessionEndToEndTests {
     /// Every peer sends `count` lines to every other; each receiver checks every sender's lines arrived once
     /// and in order; then one peer leaves and every other sees it.
     static func meshTraffic(_ lab: NetLab, peers: [LabProcess], names: [String], count: Int) async throws {
-        let meshed = ContinuousClock.now + .seconds(60)
+        let meshed = ContinuousClock.now + TestTime.scaled(.seconds(60))
         for (index, peer) in peers.enumerated() {
             for other in names where other != names[index] {
-                let left = max(meshed - ContinuousClock.now, .milliseconds(100))
+                // What is left of the (stretched) minute, in the unstretched terms `expectLine` takes.
+                let left = max(meshed - ContinuousClock.now, .milliseconds(100)) / TestTime.factor
                 guard await expectLine(peer, "connected \(other)", within: left) != nil else { return }
             }
         }
@@ -143,7 +144,7 @@ struct SessionEndToEndTests {
         }
         for (index, peer) in peers.enumerated() {
             let expected = (names.count - 1) * count
-            let deadline = ContinuousClock.now + .seconds(60)
+            let deadline = ContinuousClock.now + TestTime.scaled(.seconds(60))
             var messages: [String] = []
             while ContinuousClock.now < deadline {
                 messages = peer.lines.filter { $0.hasPrefix("message ") }

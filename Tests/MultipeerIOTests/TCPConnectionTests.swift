@@ -205,6 +205,10 @@ import Testing
                 var reads = 0
                 var offers = 0
                 var fills = 0
+                /// Whether the current read's offer was left partly empty: nothing of that read may then reach
+                /// `onBytes` (the offer is filled first).
+                var shortFill = false
+                var bytesPastAShortFill = 0
                 var offered: UnsafeMutableRawBufferPointer?
                 let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: 70_000, alignment: 16)
                 deinit { memory.deallocate() }
@@ -213,6 +217,7 @@ import Testing
             let received = Lock(0)
             let server = Collector<TCPConnection>()
             let address = try await Self.listenPaused(loop: loop, accepted: server) { bytes in
+                if receiver.shortFill { receiver.bytesPastAShortFill += bytes.count }
                 receiver.pieces.append(Array(bytes))
                 received.withLock { $0 += bytes.count }
             }
@@ -230,6 +235,7 @@ import Testing
                 connection.setDirectReads(
                     target: {
                         receiver.reads += 1
+                        receiver.shortFill = false
                         switch receiver.reads % 4 {
                         case 0: return nil
                         case 1: receiver.offered = UnsafeMutableRawBufferPointer(start: nil, count: 0)
@@ -242,6 +248,7 @@ import Testing
                     filled: { count in
                         let offered = receiver.offered!
                         #expect(count <= offered.count)
+                        receiver.shortFill = count < offered.count
                         receiver.pieces.append(Array(UnsafeRawBufferPointer(rebasing: offered[..<count])))
                         receiver.direct += count
                         receiver.fills += 1
@@ -254,7 +261,10 @@ import Testing
             try await loop.submit {
                 let expected = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ $0 >> 16) }
                 #expect(receiver.pieces.flatMap { $0 } == expected)
-                #expect(receiver.direct > total / 4)  // a quarter of the reads offer 70,000 bytes
+                // Some bytes went straight to the owner's memory, and none of a read went past an offer it had not
+                // filled. (How many go direct depends on how much each read finds waiting: not checked.)
+                #expect(receiver.direct > 0)
+                #expect(receiver.bytesPastAShortFill == 0)
                 // Every offer was answered exactly once, the end of the stream included.
                 #expect(receiver.offers == receiver.fills && receiver.offers > 0)
                 server.values[0].close()
@@ -317,10 +327,11 @@ import Testing
             }
         }
         try await Task.sleep(for: .milliseconds(300))
-        let before = results.values.count
+        let completed = results.values
+        let before = completed.count
         loop.shutdown()
         let after = results.values
-        try #require(before < 4, "every connect completed; the kernel accepted more than expected")
+        try #require(before < 4, "every connect completed before the shutdown (errno or 0 each): \(completed)")
         #expect(after.count == 4, "every connect's completion ran once the loop shut down: \(after)")
         #expect(after.suffix(4 - before).allSatisfy { $0 == ECANCELED })
     }

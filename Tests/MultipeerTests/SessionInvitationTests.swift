@@ -1,4 +1,5 @@
 import MultipeerIO
+import NetLab
 import TestIsolation
 import Testing
 
@@ -255,8 +256,12 @@ extension SessionInvitationTests {
         var configuration = SessionConfiguration()
         configuration.verifyPeer = { _ in
             hookRan.add()
-            // Answer only once the inviter has given up (however long the machine takes to get there).
-            for _ in 0..<2_000 where inviterGaveUp.value == 0 { try? await Task.sleep(for: .milliseconds(10)) }
+            // Answer only once the inviter has given up (however long the machine takes to get there; the bound is
+            // past the inviter's stretched timeout, or the hook would accept before the inviter gave up).
+            let deadline = ContinuousClock.now + TestTime.scaled(.seconds(20))
+            while inviterGaveUp.value == 0, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
             return .accept
         }
         let alice = try await SessionNode("Alice")

@@ -39,6 +39,12 @@ final class SessionNode: Sendable {
             }
         }
         network = try PeerNetwork(configuration: networkConfiguration, loop: loop)
+        var configuration = configuration
+        if clock == nil, configuration.reconnectGrace == SessionConfiguration().reconnectGrace {
+            // The default grace is not what a test checks (those set their own): a sanitized build is several times
+            // slower to reconnect, and a member giving up during it would start a conversation anew.
+            configuration.reconnectGrace = TestTime.scaled(configuration.reconnectGrace)
+        }
         session = try await Session(identity: identity, configuration: configuration, network: network)
         advertiser = try await PeerAdvertiser(
             serviceType: Self.serviceType, identity: identity,

@@ -430,7 +430,8 @@ public actor Session {
                 epoch: epoch, knowsOurEpoch: peerEpoch == conversation.myEpoch, peerReceived: received,
                 generation: link.generation)
             if !resumed.lost.isEmpty {
-                let reason = SessionReason(.peerRestarted, "\(link.peer.displayName) restarted and lost them")
+                let reason = SessionReason(
+                    .peerRestarted, "\(Conversation.startedAnew(link.peer.displayName)) and lost them")
                 logger.warning(
                     "'\(link.peer.displayName)': \(resumed.lost.count) messages undelivered: \(reason)",
                     metadata: link.peer.logMetadata)
@@ -438,7 +439,8 @@ public actor Session {
             }
             if resumed.newIncarnation {
                 // What it was sending us died with it: nobody will ever finish those files.
-                resources.peerRestarted(fp, reason: "\(link.peer.displayName) restarted and its transfer with it")
+                resources.peerRestarted(
+                    fp, reason: "\(Conversation.startedAnew(link.peer.displayName)), and its transfer ended with it")
             }
             startConversation(link, conversation)
             resources.linkResumed(fp)

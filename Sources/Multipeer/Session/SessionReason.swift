@@ -41,7 +41,8 @@ public struct SessionReason: Sendable, Hashable, CustomStringConvertible {
         case sessionFull
         /// `notConnected`: this side left the session.
         case thisSideLeft
-        /// Messages undelivered: the peer is a new incarnation (it restarted) and never had them.
+        /// Messages undelivered: the peer is a new incarnation and never had them. It restarted, or it ended its side
+        /// of the conversation (it gave up on this side after the reconnection grace) and began another.
         case peerRestarted
     }
 

@@ -955,11 +955,9 @@ struct MeshStateMachine {
     /// The answer to a join this side sent (or something else in its place).
     mutating func joinAnswered(_ token: LinkToken, accepted: Bool?, reason: String, now: IOInstant) -> [Action] {
         guard let fp = linkOwners[token], let entry = entries[fp] else { return [.close(token, "not expected")] }
-        guard entry.attempts.joinDial == .awaitingAnswer(token) else {
-            // A late answer on a link this side gave up on: the duplicate rule decides.
-            if accepted == true, let facts = pendingDialFacts[token] { return admit(facts, .joinAnswered, now: now).1 }
-            return []
-        }
+        // An answer before this side asked (its check of the link still running) means nothing. (A link this side
+        // gave up on has no owner any more: it was closed above.)
+        guard entry.attempts.joinDial == .awaitingAnswer(token) else { return [] }
         guard let facts = pendingDialFacts.removeValue(forKey: token) else { return [] }
         if accepted == true {
             if isDisconnected {

@@ -225,6 +225,11 @@ final class Conversation: Sendable {
     /// The peer's incarnation as this side knows it (see ``awaitReceipt(_:incarnation:)``).
     var incarnation: Int { state.withLock { $0.machine.incarnation } }
 
+    /// Why what a new incarnation of the peer never had is lost: the words begin every such reason.
+    static func startedAnew(_ peerName: String) -> String {
+        "\(peerName) started anew (it restarted, or ended its side of the conversation)"
+    }
+
     /// The peer's `resume` arrived on the link of `generation`.
     func resume(epoch: UInt64, knowsOurEpoch: Bool, peerReceived: UInt64, generation: Int)
         -> ReliabilityStateMachine.Resumed
@@ -235,7 +240,7 @@ final class Conversation: Sendable {
             let wake = Array(state.spaceWaiters.values)
             state.spaceWaiters = [:]
             if resumed.newIncarnation {
-                let failure = SessionError(.notConnected, "\(peerName) restarted and lost them")
+                let failure = SessionError(.notConnected, "\(Self.startedAnew(peerName)) and lost them")
                 for waiter in state.receiptWaiters.values { waiter.continuation.resume(returning: failure) }
                 state.receiptWaiters = [:]
             }
@@ -352,7 +357,7 @@ final class Conversation: Sendable {
                 let now = state.withLock { state -> SessionError?? in
                     if let failure = state.machine.failure { return .some(failure) }
                     if state.machine.incarnation != incarnation {
-                        return .some(SessionError(.notConnected, "\(peerName) restarted and lost it"))
+                        return .some(SessionError(.notConnected, "\(Self.startedAnew(peerName)) and lost it"))
                     }
                     if Task.isCancelled {
                         return .some(SessionError(.cancelled, "the wait for the receipt was cancelled"))
