@@ -29,8 +29,8 @@ struct DiscoveryArguments: ParsableArguments {
     var ipv6Only = false
 }
 
-/// `--name`, `--identity`, `--encryption`, `--secret-file`, `--silence-timeout`: who this peer is and how it
-/// connects.
+/// `--name`, `--identity`, `--encryption`, `--secret-file`, `--silence-timeout`, `--connect-timeout`: who this peer
+/// is and how it connects.
 struct ConnectionArguments: ParsableArguments {
     @Option(help: ArgumentHelp("The name others see (the identity's, or this host's, by default).", valueName: "NAME"))
     var name: String?
@@ -49,6 +49,13 @@ struct ConnectionArguments: ParsableArguments {
         name: .customLong("silence-timeout"),
         help: ArgumentHelp("How long a silent peer counts as there (default 6, at least 0.3).", valueName: "SECONDS"))
     var silenceTimeout: String?
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: ArgumentHelp(
+            "How long setting up a connection may take, every address tried (default 15, at least 1); each handshake "
+                + "gets two thirds of it.",
+            valueName: "SECONDS"))
+    var connectTimeout: String?
 }
 
 /// `--domain`, `--dns-server`, `--dns-key`: discovery beyond the link, through a DNS server (wide-area DNS-SD).

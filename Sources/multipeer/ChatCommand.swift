@@ -185,6 +185,8 @@ extension ChatCommand {
         networkConfiguration.tuneConnections = {
             $0.silenceTimeout = connection.silenceTimeout
             $0.keepaliveInterval = connection.keepaliveInterval
+            $0.handshakeTimeout = connection.handshakeTimeout
+            $0.dialTimeout = connection.dialTimeout
         }
         return networkConfiguration
     }

@@ -56,6 +56,15 @@ struct ConnectionOptions {
             configuration.silenceTimeout = .milliseconds(Int(seconds * 1000))
             configuration.keepaliveInterval = .milliseconds(Int(seconds * 1000 / 3))
         }
+        if let text = parsed.connectTimeout {
+            // A slow device, or many peers connecting at once on a small one, may need longer than the defaults
+            // (a 10 s handshake within a 15 s dial); the ratio of the two stays.
+            guard let seconds = Double(text), seconds >= 1, seconds <= 3600 else {
+                throw UsageError("--connect-timeout wants seconds (1 to 3600), not '\(text)'")
+            }
+            configuration.dialTimeout = .milliseconds(Int(seconds * 1000))
+            configuration.handshakeTimeout = .milliseconds(Int(seconds * 1000 * 2 / 3))
+        }
     }
 
     /// The user's identity file: `$XDG_DATA_HOME/swift-multipeer/identity` (or under `~/.local/share`).

@@ -38,6 +38,7 @@ struct HelpGoldenTests {
     @Test(arguments: [
         ["chat", "svc", "--accept", "maybe"], ["advertise", "svc"], ["browse", "svc", "--json", "--line"],
         ["chat", "svc", "--log-level", "loud"], ["connect", "nowhere"], ["identity", "export"],
+        ["connect", "127.0.0.1:9", "--connect-timeout", "0.5"], ["chat", "svc", "--connect-timeout", "soon"],
     ])
     func aValueTheCommandRefusesIsAUsageErrorToo(arguments: [String]) throws {
         // Checked when the command is made, with the message the tool always gave, and told as the parser tells
@@ -49,6 +50,35 @@ struct HelpGoldenTests {
         #expect(result.status == 64, "\(result.stderr)")
         #expect(result.stderr.hasPrefix("Error: "), "\(result.stderr)")
         #expect(result.stderr.contains("Usage: multipeer \(arguments[0])"), "\(result.stderr)")
+    }
+
+    /// `--connect-timeout` bounds the set-up: a listener that takes the TCP connection and never answers (the
+    /// kernel completes it unaccepted, on loopback) fails the handshake after two thirds of the time given, not the
+    /// default 10 s.
+    @Test func theConnectTimeoutBoundsAHandshakeThatNeverEnds() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(listener, raw, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, raw, &length) == 0
+            }
+        }
+        try #require(listening, "cannot listen on loopback: errno \(errno)")
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("mp-connect-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let started = ContinuousClock.now
+        let result = try Subprocess.run(
+            try MultipeerBinary.require(),
+            ["connect", "127.0.0.1:\(UInt16(bigEndian: address.sin_port))", "--connect-timeout", "1.5"],
+            environment: ["XDG_DATA_HOME": home.path])
+        let took = ContinuousClock.now - started
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.contains("handshakeTimedOut(limit: 1.0 seconds)"), "\(result.stdout) \(result.stderr)")
+        #expect(took < .seconds(10), "the default handshake timeout applied: \(took)")
     }
 
     @Test func noCommandPrintsTheHelpAndExits64() throws {

@@ -19,6 +19,16 @@ struct SessionEndToEndTests {
             ["chat", service, "--name", name, "--interface", NetLab.interfaceName] + options, interactive: true)
     }
 
+    /// The library's own timeouts (connection set-up, invitation, silence) stretched by the sanitizer factor, for
+    /// crowds of sanitized processes on two cores; nothing in a normal build, which keeps the defaults.
+    static var stretchedTimeouts: [String] {
+        guard TestTime.factor > 1 else { return [] }
+        let factor = TestTime.factor
+        return [
+            "--connect-timeout", "\(15 * factor)", "--timeout", "\(30 * factor)", "--silence-timeout", "\(6 * factor)",
+        ]
+    }
+
     /// The first line of `process` that begins with the words `prefix` (see ``line(_:begins:)``), waiting for it
     /// up to `timeout`; records an issue and returns nil when none came.
     static func expectLine(
@@ -207,7 +217,8 @@ struct SessionEndToEndTests {
             let peers = try names.enumerated().map { index, name in
                 try Self.chat(
                     lab, host: index, name: name,
-                    ["--accept", "all", "--max-peers", "32"] + names.filter { $0 != name }.flatMap { ["--invite", $0] })
+                    ["--accept", "all", "--max-peers", "32"] + Self.stretchedTimeouts
+                        + names.filter { $0 != name }.flatMap { ["--invite", $0] })
             }
             try await Self.meshTraffic(lab, peers: peers, names: names, count: 10)
             for peer in peers {
