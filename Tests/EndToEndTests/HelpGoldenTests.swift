@@ -1,4 +1,5 @@
 import Foundation
+import NetLab
 import TestIsolation
 import Testing
 
@@ -56,24 +57,14 @@ struct HelpGoldenTests {
     /// kernel completes it unaccepted, on loopback) fails the handshake after two thirds of the time given, not the
     /// default 10 s.
     @Test func theConnectTimeoutBoundsAHandshakeThatNeverEnds() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(listener, raw, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, raw, &length) == 0
-            }
-        }
-        try #require(listening, "cannot listen on loopback: errno \(errno)")
+        let listener = try SilentListener(backlog: 4)
+        defer { withExtendedLifetime(listener) {} }  // listening until the test ends
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("mp-connect-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: home) }
         let started = ContinuousClock.now
         let result = try Subprocess.run(
             try MultipeerBinary.require(),
-            ["connect", "127.0.0.1:\(UInt16(bigEndian: address.sin_port))", "--connect-timeout", "1.5"],
+            ["connect", "127.0.0.1:\(listener.port)", "--connect-timeout", "1.5"],
             environment: ["XDG_DATA_HOME": home.path])
         let took = ContinuousClock.now - started
         #expect(result.status == 1, "\(result.stdout) \(result.stderr)")

@@ -1,5 +1,6 @@
 import Glibc
 import MultipeerIO
+import NetLab
 import TestIsolation
 import Testing
 
@@ -300,20 +301,9 @@ import Testing
     @Test func aConnectStillInProgressWhenTheLoopShutsDownFailsWithECANCELED() async throws {
         // A listener that never accepts, with the smallest backlog: after the first connection or two fill its
         // queue, the kernel drops further SYNs and those connects stay in progress.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try withUnsafeMutablePointer(to: &address) { pointer in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                guard bind(listener, raw, length) == 0, listen(listener, 0) == 0,
-                    getsockname(listener, raw, &length) == 0
-                else { throw SystemCallError(call: "bind/listen", errno: errno) }
-            }
-        }
-        let destination = SocketAddress(.v4(.loopback), port: UInt16(bigEndian: address.sin_port))
+        let listener = try SilentListener(backlog: 0)
+        defer { withExtendedLifetime(listener) {} }  // listening until the test ends
+        let destination = SocketAddress(.v4(.loopback), port: listener.port)
         let results = Collector<Int32>()
         let loop = try EventLoop(name: "shutdown-test")
         try await loop.submit {
