@@ -80,7 +80,7 @@ let fuzzTargets: [String: (check: @Sendable ([UInt8]) -> Bool, seeds: @Sendable 
     /// data, `offer` a member's resource offers and the names files are saved under, `peerid` archived `MCPeerID`s,
     /// `events` what a peer sends a PeerConnectivity manager (events, typed messages), anything else the mDNS
     /// decoder.
-    nonisolated(unsafe) let fuzzTarget = getenv("MULTIPEER_FUZZ_TARGET").map { String(cString: $0) } ?? "dns"
+    let fuzzTarget = getenv("MULTIPEER_FUZZ_TARGET").map { String(cString: $0) } ?? "dns"
 
     /// libFuzzer's driver (compiler-rt, LLVM 11 and later).
     @_silgen_name("LLVMFuzzerRunDriver")
