@@ -1,4 +1,5 @@
 import MultipeerIO
+import NetLab
 import Synchronization
 import TestIsolation
 import Testing
@@ -34,9 +35,20 @@ struct SessionResilienceTests {
                 await node.session.memberLink(other.identity.fingerprint)?.connection.abort()
             }
         }
+        // Bounded: a message lost for good would otherwise leave the reader waiting forever (a thread-sanitized run
+        // once stopped here), and the account below says what each side saw.
+        let watchdog = Task {
+            try await Task.sleep(for: TestTime.scaled(.seconds(60)))
+            reader.cancel()
+        }
         let sequence = await reader.value
+        watchdog.cancel()
         #expect(
-            sequence == Array(0..<count), "\(sequence.count) received; first out of order: \(firstMismatch(sequence))")
+            sequence == Array(0..<count),
+            """
+            \(sequence.count) received; first out of order: \(firstMismatch(sequence)); Alice saw \(alice.recorder.states), \
+            Bob saw \(bob.recorder.states); Alice's undelivered: \(alice.recorder.all.filter { $0.isUndelivered })
+            """)
         #expect(await alice.recorder.wait { $0.hasPrefix("Bob reconnecting: connection lost") } != nil)
         #expect(await alice.recorder.wait { $0.hasPrefix("Bob connected: reconnected after") } != nil)
         #expect(await bob.recorder.wait { $0.hasPrefix("Alice connected: reconnected after") } != nil)
@@ -185,5 +197,12 @@ extension SessionResilienceTests {
         }
         #expect(receipts.isEmpty, "receipts of the earlier incarnation reached the new one: \(reborn.all)")
         await alice.shutdown()
+    }
+}
+
+extension SessionEvent {
+    /// Whether this is an `undelivered` report.
+    fileprivate var isUndelivered: Bool {
+        if case .undelivered = self { true } else { false }
     }
 }
