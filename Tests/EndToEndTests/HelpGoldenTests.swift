@@ -57,14 +57,14 @@ struct HelpGoldenTests {
     /// kernel completes it unaccepted, on loopback) fails the handshake after two thirds of the time given, not the
     /// default 10 s.
     @Test func theConnectTimeoutBoundsAHandshakeThatNeverEnds() throws {
-        let listener = try SilentListener(backlog: 4)
-        defer { withExtendedLifetime(listener) {} }  // listening until the test ends
+        let listener = try RawListener(.v4(.loopback))
+        defer { listener.close() }
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("mp-connect-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: home) }
         let started = ContinuousClock.now
         let result = try Subprocess.run(
             try MultipeerBinary.require(),
-            ["connect", "127.0.0.1:\(listener.port)", "--connect-timeout", "1.5"],
+            ["connect", "127.0.0.1:\(listener.address.port)", "--connect-timeout", "1.5"],
             environment: ["XDG_DATA_HOME": home.path])
         let took = ContinuousClock.now - started
         #expect(result.status == 1, "\(result.stdout) \(result.stderr)")

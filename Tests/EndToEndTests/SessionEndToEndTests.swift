@@ -35,9 +35,17 @@ struct SessionEndToEndTests {
         _ process: LabProcess, _ prefix: String, within timeout: Duration = .seconds(15),
         sourceLocation: SourceLocation = #_sourceLocation
     ) async -> String? {
+        await expectLine(
+            process, prefix, by: ContinuousClock.now + TestTime.scaled(timeout), sourceLocation: sourceLocation)
+    }
+
+    /// As ``expectLine(_:_:within:sourceLocation:)``, waiting until `deadline` (already stretched).
+    static func expectLine(
+        _ process: LabProcess, _ prefix: String, by deadline: ContinuousClock.Instant,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> String? {
         // Any line so far counts: events of different sources (an invitation's outcome, the session's state)
         // may come in either order.
-        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         var line = process.lines.first { Self.line($0, begins: prefix) }
         while line == nil, ContinuousClock.now < deadline, process.exitStatus == nil {
             try? await Task.sleep(for: .milliseconds(20))
@@ -144,9 +152,7 @@ struct SessionEndToEndTests {
         let meshed = ContinuousClock.now + TestTime.scaled(.seconds(60))
         for (index, peer) in peers.enumerated() {
             for other in names where other != names[index] {
-                // What is left of the (stretched) minute, in the unstretched terms `expectLine` takes.
-                let left = max(meshed - ContinuousClock.now, .milliseconds(100)) / TestTime.factor
-                guard await expectLine(peer, "connected \(other)", within: left) != nil else { return }
+                guard await expectLine(peer, "connected \(other)", by: meshed) != nil else { return }
             }
         }
         for (index, peer) in peers.enumerated() {

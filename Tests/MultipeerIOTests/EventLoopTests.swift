@@ -36,17 +36,9 @@ import Testing
             try await loop.submit {}  // the loop is now going back to waiting for events
             var sameThread = false
             var inside = false
-            var ran = false
-            // Until the loop is back in its wait (see runWhenIdle); the task may resume on another thread after
-            // each pause, so the caller is the thread of each try.
-            let deadline = ContinuousClock.now + .seconds(30)
-            while !ran, ContinuousClock.now < deadline {
-                let caller = pthread_self()
-                ran = loop.runIfIdle {
-                    sameThread = pthread_equal(pthread_self(), caller) != 0
-                    inside = loop.inEventLoop
-                }
-                if !ran { try await Task.sleep(for: .milliseconds(1)) }
+            let ran = await runWhenIdle(loop) { caller in
+                sameThread = pthread_equal(pthread_self(), caller) != 0
+                inside = loop.inEventLoop
             }
             #expect(ran && sameThread && inside)
             #expect(!loop.inEventLoop)
@@ -75,10 +67,10 @@ import Testing
             try await loop.submit {}
             let done = DispatchSemaphore(value: 0)
             // The loop waits without a timeout (no timers): a timer armed inline must wake it.
-            #expect(await runWhenIdle(loop) { loop.scheduleTimer(after: .milliseconds(5)) { done.signal() } })
+            #expect(await runWhenIdle(loop) { _ in loop.scheduleTimer(after: .milliseconds(5)) { done.signal() } })
             #expect(done.wait(timeout: .now() + 5) == .success)
             try await loop.submit {}
-            #expect(await runWhenIdle(loop) { loop.execute { done.signal() } })
+            #expect(await runWhenIdle(loop) { _ in loop.execute { done.signal() } })
             #expect(done.wait(timeout: .now() + 5) == .success)
         }
     }
@@ -247,13 +239,15 @@ import Testing
     }
 }
 
-/// `loop.runIfIdle(work)` once the loop is idle. Right after a `submit` returns, the loop thread may not be back in
-/// its wait yet (on a loaded machine it can be kept from running for a while), and `runIfIdle` declines until then:
-/// that is its contract, not what these tests check.
-private func runWhenIdle(_ loop: EventLoop, _ work: () -> Void) async -> Bool {
+/// `loop.runIfIdle(work)` once the loop is idle, `work` given the thread of the try that ran it. Right after a
+/// `submit` returns, the loop thread may not be back in its wait yet (on a loaded machine it can be kept from
+/// running for a while), and `runIfIdle` declines until then: that is its contract, not what these tests check.
+/// The task may resume on another thread after each pause, hence the thread per try.
+private func runWhenIdle(_ loop: EventLoop, _ work: (_ caller: pthread_t) -> Void) async -> Bool {
     let deadline = ContinuousClock.now + .seconds(30)
     while ContinuousClock.now < deadline {
-        if loop.runIfIdle(work) { return true }
+        let caller = pthread_self()
+        if loop.runIfIdle({ work(caller) }) { return true }
         try? await Task.sleep(for: .milliseconds(1))
     }
     return false

@@ -301,9 +301,9 @@ import Testing
     @Test func aConnectStillInProgressWhenTheLoopShutsDownFailsWithECANCELED() async throws {
         // A listener that never accepts, with the smallest backlog: after the first connection or two fill its
         // queue, the kernel drops further SYNs and those connects stay in progress.
-        let listener = try SilentListener(backlog: 0)
-        defer { withExtendedLifetime(listener) {} }  // listening until the test ends
-        let destination = SocketAddress(.v4(.loopback), port: listener.port)
+        let listener = try RawListener(.v4(.loopback), backlog: 0)
+        defer { listener.close() }
+        let destination = listener.address
         let results = Collector<Int32>()
         let loop = try EventLoop(name: "shutdown-test")
         try await loop.submit {

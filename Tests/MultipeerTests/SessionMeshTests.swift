@@ -175,9 +175,7 @@ struct SessionMeshTests {
                 for (sender, sequence) in bySender {
                     #expect(sequence == Array(0..<perPair), "round \(round): \(sender) → \(name): \(sequence)")
                 }
-                let lost = node.recorder.all.filter {
-                    if case .undelivered = $0 { true } else { false }
-                }
+                let lost = node.recorder.undelivered
                 #expect(lost.isEmpty, "round \(round): \(name) \(lost)")
                 #expect(
                     !node.recorder.states.contains { $0.contains("notConnected") },

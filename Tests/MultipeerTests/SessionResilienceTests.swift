@@ -47,7 +47,7 @@ struct SessionResilienceTests {
             sequence == Array(0..<count),
             """
             \(sequence.count) received; first out of order: \(firstMismatch(sequence)); Alice saw \(alice.recorder.states), \
-            Bob saw \(bob.recorder.states); Alice's undelivered: \(alice.recorder.all.filter { $0.isUndelivered })
+            Bob saw \(bob.recorder.states); Alice's undelivered: \(alice.recorder.undelivered)
             """)
         #expect(await alice.recorder.wait { $0.hasPrefix("Bob reconnecting: connection lost") } != nil)
         #expect(await alice.recorder.wait { $0.hasPrefix("Bob connected: reconnected after") } != nil)
@@ -197,12 +197,5 @@ extension SessionResilienceTests {
         }
         #expect(receipts.isEmpty, "receipts of the earlier incarnation reached the new one: \(reborn.all)")
         await alice.shutdown()
-    }
-}
-
-extension SessionEvent {
-    /// Whether this is an `undelivered` report.
-    fileprivate var isUndelivered: Bool {
-        if case .undelivered = self { true } else { false }
     }
 }

@@ -110,6 +110,13 @@ final class EventRecorder: Sendable {
 
     var all: [SessionEvent] { state.withLock { $0 } }
 
+    /// The `undelivered` reports so far.
+    var undelivered: [SessionEvent] {
+        all.filter {
+            if case .undelivered = $0 { true } else { false }
+        }
+    }
+
     /// Peer state changes as `NAME state: reason`.
     var states: [String] {
         all.compactMap {
