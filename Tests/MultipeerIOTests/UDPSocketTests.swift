@@ -133,6 +133,8 @@ import Testing
         try await withNamespace { namespace, loop in
             try namespace.ip(["link", "add", "mv0", "type", "veth", "peer", "name", "mv1"])
             for (name, address) in [("mv0", "fe80::1/64"), ("mv1", "fe80::2/64")] {
+                // No link-local address of the kernel's own beside ours: it could be chosen as the source.
+                try namespace.ip(["link", "set", name, "addrgenmode", "none"])
                 try namespace.ip(["link", "set", name, "up"])
                 try namespace.ip(["-6", "addr", "add", address, "dev", name, "nodad"])
             }
