@@ -8,6 +8,9 @@ import Testing
 struct InvitationStateMachineTests {
     static let start = IOInstant(nanoseconds: 5_000_000_000)
     static let id = [UInt8](repeating: 4, count: 16)
+    /// The invitee's session, as its accepted answer names it.
+    static let session = SessionWire.SessionKey(
+        id: [UInt8](repeating: 6, count: 16), secret: [UInt8](repeating: 7, count: 32))
 
     static func invite(_ milliseconds: UInt32) -> SessionWire.Message {
         .invite(id: id, timeoutMilliseconds: milliseconds, serviceType: "_t._tcp", context: [], encryption: .required)
@@ -42,22 +45,34 @@ struct InvitationStateMachineTests {
         ]
         for (answer, reason, outcome) in cases {
             var (machine, _) = Self.awaitingAnswer()
-            let actions = machine.received(.inviteAnswer(id: Self.id, answer: answer, reason: reason))
+            let actions = machine.received(
+                .inviteAnswer(
+                    id: Self.id, answer: answer, reason: reason, session: answer == .accepted ? Self.session : nil))
             if let outcome {
                 #expect(actions.last == .finish(outcome), "\(answer)")
             } else {
-                // Accepted: the mesh decides whether the link is kept.
-                #expect(actions == [.admit])
+                // Accepted: the mesh decides whether the link is kept, knowing the session the invitee holds.
+                #expect(actions == [.admit(Self.session)])
                 let turnedAway = machine.admitted(
                     kept: false, isMember: false, disconnected: false, refusal: "the session is full (8 peers)")
                 #expect(turnedAway == [.finish(.refused(reason: "the session is full (8 peers)"))])
             }
         }
-        // An answer to another invitation, or another message, breaks the protocol.
-        var (machine, _) = Self.awaitingAnswer()
-        #expect(
-            machine.received(.leave(reason: "x")).last
-                == .finish(.refused(reason: "the peer broke the protocol (no answer to the invitation)")))
+        // An answer to another invitation, another message, an acceptance that names no session of the invitee
+        // or a refusal that names one, breaks the protocol.
+        let broken: [SessionWire.Message] = [
+            .leave(reason: "x"),
+            .inviteAnswer(id: [UInt8](repeating: 5, count: 16), answer: .accepted, reason: "", session: Self.session),
+            .inviteAnswer(id: Self.id, answer: .accepted, reason: ""),
+            .inviteAnswer(id: Self.id, answer: .declined, reason: "no", session: Self.session),
+        ]
+        for message in broken {
+            var (machine, _) = Self.awaitingAnswer()
+            #expect(
+                machine.received(message).last
+                    == .finish(.refused(reason: "the peer broke the protocol (no answer to the invitation)")),
+                "\(message)")
+        }
     }
 
     @Test func theConnectionEndingBeforeTheAnswerIsUnreachable() {

@@ -112,7 +112,7 @@ struct MeshStateMachineTests {
         /// Makes `peer` a member through an accepted invitation of this side's, its `sessions` received.
         mutating func member(_ peer: Peer, port: UInt16 = 7000) -> MeshStateMachine.LinkFacts {
             let facts = link(peer, dialer: true, port: port)
-            step { mesh, now in mesh.admit(facts, .theyAccepted, now: now).1 }
+            step { mesh, now in mesh.admit(facts, .theyAccepted(MeshStateMachineTests.theirSession), now: now).1 }
             step { mesh, _ in
                 mesh.sessionsReceived(
                     facts.token, listenPort: port, current: [UInt8](repeating: 0x77, count: 16),
@@ -122,6 +122,10 @@ struct MeshStateMachineTests {
             return facts
         }
     }
+
+    /// The session `member(_:port:)`'s peers hold (0x77...), as an accepted answer names it.
+    static let theirSession = SessionWire.SessionKey(
+        id: [UInt8](repeating: 0x77, count: 16), secret: [UInt8](repeating: 1, count: 32))
 
     static let alice = peer("Alice", 1)
     static let bob = peer("Bob", 2)
@@ -142,14 +146,14 @@ struct MeshStateMachineTests {
                 alice.link(Self.bob, dialer: false, linkID: 3), bob.link(Self.alice, dialer: true, linkID: 3)
             )
             if aliceFirst {
-                alice.step { m, now in m.admit(aliceDialed.0, .theyAccepted, now: now).1 }
+                alice.step { m, now in m.admit(aliceDialed.0, .theyAccepted(Self.theirSession), now: now).1 }
                 alice.step { m, now in m.admit(bobDialed.0, .weAccept(invitationID: [3]), now: now).1 }
                 bob.step { m, now in m.admit(aliceDialed.1, .weAccept(invitationID: [5]), now: now).1 }
-                bob.step { m, now in m.admit(bobDialed.1, .theyAccepted, now: now).1 }
+                bob.step { m, now in m.admit(bobDialed.1, .theyAccepted(Self.theirSession), now: now).1 }
             } else {
                 alice.step { m, now in m.admit(bobDialed.0, .weAccept(invitationID: [3]), now: now).1 }
-                alice.step { m, now in m.admit(aliceDialed.0, .theyAccepted, now: now).1 }
-                bob.step { m, now in m.admit(bobDialed.1, .theyAccepted, now: now).1 }
+                alice.step { m, now in m.admit(aliceDialed.0, .theyAccepted(Self.theirSession), now: now).1 }
+                bob.step { m, now in m.admit(bobDialed.1, .theyAccepted(Self.theirSession), now: now).1 }
                 bob.step { m, now in m.admit(aliceDialed.1, .weAccept(invitationID: [5]), now: now).1 }
             }
             // Both keep the link Alice dialed (the lower identity), although Bob's has the lower link id.
@@ -223,10 +227,17 @@ struct MeshStateMachineTests {
         #expect(bob.log.contains { if case .verify(link.token, incoming: false) = $0 { true } else { false } })
         bob.step { m, _ in m.joinChecked(link.token, decision: .accept) }
         #expect(
-            bob.log.contains { if case .sendJoin(link.token, sessionID: carol.sessionID) = $0 { true } else { false } })
+            bob.log.contains {
+                if case .sendJoin(link.token, let session) = $0 { session.id == carol.sessionID } else { false }
+            })
         bob.step { m, now in m.joinAnswered(link.token, accepted: true, reason: "", now: now) }
         #expect(bob.mesh.memberLink(of: Self.carol.claimedFingerprint) == link.token)
         #expect(bob.reports.last == "Carol connected: joined through an introduction")
+        // The link drops before Carol's `sessions` comes: Bob redials her with the session he joined, which she
+        // holds (not his own, which she may never have heard of).
+        bob.step { m, now in m.linkClosed(link.token, reason: "reset", withdrawn: nil, now: now) }
+        #expect(bob.dials.last?.isReconnection == true)
+        #expect(bob.dials.last?.member.sessionID == carol.sessionID)
     }
 
     @Test func aJoinThatComesBeforeItsIntroductionWaitsForItThenIsAskedAbout() {
@@ -325,6 +336,67 @@ struct MeshStateMachineTests {
         #expect(alice.log.contains { if case .endConversation(let peer, _) = $0 { peer == Self.bob } else { false } })
     }
 
+    @Test func anInvitationLinkCutBeforeEitherSessionsCameIsRedialedWithTheSessionTheAnswerNamed() {
+        // Alice (1) invites Bob (2); the link drops before either side's `sessions` arrives (a thread-sanitized
+        // run once cut it 60 ms after the answer: both then waited out the grace, Alice's redials refused).
+        var alice = Side(rank: 1)
+        var bob = Side(rank: 2)
+        let onAlice = alice.link(Self.bob, dialer: true, linkID: 5, port: 7002)
+        let onBob = bob.link(Self.alice, dialer: false, linkID: 5)
+        bob.step { m, now in m.admit(onBob, .weAccept(invitationID: [5]), now: now).1 }
+        // Bob's answer names his current session and its secret.
+        guard case .inviteAnswer(_, .accepted, _, let named?)? = bob.sent(on: onBob.token).first else {
+            Issue.record("no accepted answer naming a session: \(bob.sent(on: onBob.token))")
+            return
+        }
+        #expect(named.id == bob.mesh.sessionID && bob.mesh.secrets[named.id] == named.secret)
+        alice.step { m, now in m.admit(onAlice, .theyAccepted(named), now: now).1 }
+        alice.step { m, now in m.linkClosed(onAlice.token, reason: "aborted", withdrawn: nil, now: now) }
+        bob.step { m, now in m.linkClosed(onBob.token, reason: "reset", withdrawn: nil, now: now) }
+        // Bob never heard where Alice listens: he waits to be redialed. Alice redials him with his session.
+        #expect(bob.dials.isEmpty)
+        #expect(bob.mesh.isReconnecting(Self.alice.claimedFingerprint))
+        guard let redial = alice.dials.last else {
+            Issue.record("Alice does not redial: \(alice.log)")
+            return
+        }
+        #expect(redial.member.sessionID == named.id)
+        #expect(redial.member.addresses == [onAlice.remoteAddress])
+        let back = alice.link(Self.bob, dialer: true)
+        alice.step { m, _ in m.joinDialConnected(back, expected: redial) }
+        let proved = alice.log.compactMap { action -> SessionWire.SessionKey? in
+            if case .sendJoin(back.token, let session) = action { session } else { nil }
+        }
+        // Bob's network hands a join to the session that knows the id it names, which checks the proof.
+        #expect(proved == [named])
+        let arriving = bob.link(Self.alice, dialer: false)
+        bob.step { m, now in m.joinRequested(arriving, now: now) }
+        #expect(bob.reports.last == "Alice connected: reconnected after 0.0 seconds")
+        alice.step { m, now in m.joinAnswered(back.token, accepted: true, reason: "", now: now) }
+        #expect(alice.reports.last == "Bob connected: reconnected after 0.0 seconds")
+        // Should the new link drop before `sessions` too, the session is still known.
+        alice.step { m, now in m.linkClosed(back.token, reason: "reset", withdrawn: nil, now: now) }
+        #expect(alice.dials.last?.member.sessionID == named.id && alice.dials.count == 2)
+    }
+
+    @Test func aReconnectionAnsweredAlreadyLinkedTriesAgain() {
+        // Bob has not yet seen the dropped link end: he keeps it and answers Alice's redial "already linked".
+        var alice = Side(rank: 1)
+        let bob = alice.member(Self.bob)
+        alice.step { m, now in m.linkClosed(bob.token, reason: "aborted", withdrawn: nil, now: now) }
+        let back = alice.link(Self.bob, dialer: true)
+        let redial = alice.dials[0]
+        alice.step { m, _ in m.joinDialConnected(back, expected: redial) }
+        alice.step { m, now in
+            m.joinAnswered(back.token, accepted: false, reason: MeshStateMachine.alreadyLinked, now: now)
+        }
+        #expect(alice.closed(back.token))
+        #expect(alice.mesh.isReconnecting(Self.bob.claimedFingerprint))
+        // Once he has, he may have no address to dial her back: she keeps trying.
+        alice.advance(by: .milliseconds(250))
+        #expect(alice.dials.count == 2)
+    }
+
     @Test func aSecondOutageStartsItsOwnGraceAndTheFirstGracesTimerIsStale() {
         var alice = Side(rank: 1, grace: .seconds(10))
         let bob = alice.member(Self.bob)
@@ -412,7 +484,7 @@ struct MeshStateMachineTests {
         let facts = MeshStateMachine.LinkFacts(
             token: 500, peer: Self.bob, isDialer: true, linkID: [UInt8](repeating: 5, count: 16),
             remoteAddress: relayed, isGroupMember: false, isRelayed: true)
-        alice.step { m, now in m.admit(facts, .theyAccepted, now: now).1 }
+        alice.step { m, now in m.admit(facts, .theyAccepted(Self.theirSession), now: now).1 }
         alice.step { m, _ in
             m.sessionsReceived(
                 facts.token, listenPort: 7000, current: [UInt8](repeating: 0x77, count: 16),

@@ -124,7 +124,7 @@ struct SessionHostileTests {
         #expect(await waitUntil { bob.advertiser.statistics.refusedPerPeer == 6 })
         #expect(bob.advertiser.statistics.delivered == 4)
         for (connection, answer) in zip(held, answers) {
-            if case .inviteAnswer(_, .refused, let reason)? = try await Self.answer(answer, connection) {
+            if case .inviteAnswer(_, .refused, let reason, _)? = try await Self.answer(answer, connection) {
                 refusals.append(reason)
             }
         }
@@ -166,7 +166,7 @@ struct SessionHostileTests {
         }
         var refused = 0
         for connection in held.suffix(4) {
-            if case .inviteAnswer(_, .refused, let reason) = try await Self.nextControl(connection),
+            if case .inviteAnswer(_, .refused, let reason, _) = try await Self.nextControl(connection),
                 reason.contains("too many invitations are pending here")
             {
                 refused += 1

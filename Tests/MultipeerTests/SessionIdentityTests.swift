@@ -111,7 +111,7 @@ struct SessionIdentityTests {
                     context: [], encryption: .none)))
         _ = await connection.closed()
         await reader.value
-        guard case .inviteAnswer(_, .refused, let reason)? = received.all.first else {
+        guard case .inviteAnswer(_, .refused, let reason, _)? = received.all.first else {
             Issue.record("the claim was not refused: \(received.all)")
             return
         }

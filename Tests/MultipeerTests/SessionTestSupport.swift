@@ -197,7 +197,7 @@ final class HandDrivenPeer: Sendable {
                 id: id, timeoutMilliseconds: 10_000, serviceType: "_\(SessionNode.serviceType)._tcp", context: [],
                 encryption: .required))
         guard
-            case .inviteAnswer(_, .accepted, _)? = await wait(
+            case .inviteAnswer(_, .accepted, _, _)? = await wait(
                 for: .seconds(10), { if case .inviteAnswer = $0 { true } else { false } })
         else { return false }
         try send(

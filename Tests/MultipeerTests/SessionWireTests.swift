@@ -24,6 +24,12 @@ struct SessionWireTests {
         #expect(
             SessionWire.encode(.inviteAnswer(id: Self.id, answer: .declined, reason: "no")).body
                 == Self.id + [1, 0, 2] + Array("no".utf8))
+        // An acceptance names the invitee's session and its secret after the (empty) reason.
+        let session = SessionWire.SessionKey(
+            id: [UInt8](repeating: 2, count: 16), secret: [UInt8](repeating: 3, count: 32))
+        #expect(
+            SessionWire.encode(.inviteAnswer(id: Self.id, answer: .accepted, reason: "", session: session)).body
+                == Self.id + [0, 0, 0] + session.id + session.secret)
         #expect(SessionWire.encode(.leave(reason: "left")).body == [0, 4] + Array("left".utf8))
         #expect(
             SessionWire.encode(.delivered(epoch: 0x0A0B, messageID: 0x0102)).body
@@ -38,6 +44,9 @@ struct SessionWireTests {
                 context: [UInt8](repeating: 1, count: 8192),
                 encryption: .none),
             .inviteAnswer(id: Self.id, answer: .alreadyConnected, reason: "é"),
+            .inviteAnswer(
+                id: Self.id, answer: .accepted, reason: "",
+                session: SessionWire.SessionKey(id: Self.id, secret: [UInt8](repeating: 8, count: 32))),
             .inviteCancel(id: Self.id, reason: "late"),
             .join(linkID: Self.id, sessionID: Self.id, proof: [UInt8](repeating: 5, count: 32)),
             .joinAnswer(accepted: true, reason: ""),
@@ -82,6 +91,8 @@ struct SessionWireTests {
         refused(.invite, Self.id + [0, 0, 0, 1, 0, 0, 0, 0, 3], "unknown encryption preference 3")
         refused(.invite, Self.id + [0, 0, 0, 1, 0, 0, 0, 0], "runs past the end")
         refused(.inviteAnswer, Self.id + [9, 0, 0], "unknown answer 9")
+        refused(.inviteAnswer, Self.id + [0, 0, 0] + Self.id, "accepting session secret")
+        refused(.inviteAnswer, Self.id + [1, 0, 0] + Self.id + [UInt8](repeating: 0, count: 32), "48 bytes after")
         refused(.join, Self.id, "runs past the end")
         refused(.leave, [0, 1, 0x41, 0], "1 bytes after the last field")
         refused(.leave, [0, 2, 0xC3, 0x28], "not UTF-8")

@@ -165,10 +165,10 @@ extension Session {
                 _ = SessionTimer(after: delay, on: network.loop) { [weak self] in
                     Task { await self?.performInviter(waiter) { $0.deadlinePassed() } }
                 }
-            case .admit:
+            case .admit(let session):
                 guard let link = invitation.link else { continue }
                 links[link.token] = link
-                let (kept, admitted) = mesh.admit(facts(link), .theyAccepted, now: now)
+                let (kept, admitted) = mesh.admit(facts(link), .theyAccepted(session), now: now)
                 perform(admitted)
                 if mesh.owner(of: link.token) == nil { links[link.token] = nil }
                 let fp = link.fingerprint

@@ -296,13 +296,13 @@ public actor Session {
                 endConversation(peer, reason: reason)
             case .dial(let dial):
                 startJoinDial(dial)
-            case .sendJoin(let token, let sessionID):
-                guard let link = links[token], let secret = mesh.secrets[sessionID] else { continue }
+            case .sendJoin(let token, let session):
+                guard let link = links[token] else { continue }
                 link.send(
                     .join(
-                        linkID: link.linkID, sessionID: sessionID,
+                        linkID: link.linkID, sessionID: session.id,
                         proof: SessionWire.joinProof(
-                            secret: secret, binding: link.connection.sessionBinding, linkID: link.linkID)))
+                            secret: session.secret, binding: link.connection.sessionBinding, linkID: link.linkID)))
             case .verify(let token, let incoming):
                 guard let link = links[token] else { continue }
                 Task {

@@ -23,8 +23,8 @@ struct InviterStateMachine {
         case send(SessionWire.Message)
         /// Close the connection with a code and a reason the peer sees.
         case close(code: UInt32, reason: String)
-        /// Offer the connection to the mesh as the peer's member link.
-        case admit
+        /// Offer the connection to the mesh as the peer's member link; the invitee holds `session`.
+        case admit(SessionWire.SessionKey)
         /// Arm the answer's deadline.
         case armDeadline(after: Duration)
         /// The invitation's outcome.
@@ -102,15 +102,18 @@ struct InviterStateMachine {
     /// A control message on the invitation's connection.
     mutating func received(_ message: SessionWire.Message) -> [Action] {
         guard phase == .awaitingAnswer else { return [] }
-        guard case .inviteAnswer(let answerID, let answer, let reason) = message, answerID == id else {
+        guard case .inviteAnswer(let answerID, let answer, let reason, let session) = message, answerID == id,
+            (answer == .accepted) == (session != nil)
+        else {
             return finish(
                 .refused(reason: "the peer broke the protocol (no answer to the invitation)"),
                 after: [.close(code: 0, reason: "expected an answer to the invitation")])
         }
         switch answer {
         case .accepted:
+            guard let session else { return [] }
             phase = .admitting
-            return [.admit]
+            return [.admit(session)]
         case .alreadyConnected: return finish(.accepted, after: [.close(code: 0, reason: "already connected")])
         case .declined: return finish(.declined(reason: reason), after: [.close(code: 0, reason: "declined")])
         case .timedOut: return finish(.timedOut, after: [.close(code: 0, reason: "invitation timed out")])

@@ -87,8 +87,10 @@ struct MeshStateMachine {
         var facts: LinkFacts
         /// Where the peer listens, once its `sessions` arrived.
         var listenPort: UInt16?
-        /// The peer's current session id, once its `sessions` arrived.
-        var sessionID: [UInt8]?
+        /// A session the peer is known to hold, with its secret: what a redial's `join` proves. From the answer
+        /// that admitted it (an invitation of this side's), the join this side made, the outage it came back from,
+        /// or its `sessions` (its current one, which replaces the others); nil until one of those.
+        var session: SessionWire.SessionKey?
 
         /// The address to tell others for this member: the address it is connected from, with its listening port;
         /// for a relayed link, its relayed address (the relay's, not a port the peer listens on).
@@ -104,7 +106,9 @@ struct MeshStateMachine {
         let since: IOInstant
         /// Where to redial (empty: wait to be redialed).
         let addresses: [SocketAddress]
-        let sessionID: [UInt8]
+        /// The session the redial's `join` proves (nil: this side knows none the peer holds, and waits to be
+        /// redialed).
+        let session: SessionWire.SessionKey?
         /// Why the link ended.
         let reason: String
         let timer: Int
@@ -216,8 +220,8 @@ struct MeshStateMachine {
 
     /// How a link is offered as the member link.
     enum Admission: Sendable, Equatable {
-        /// The peer accepted this side's invitation.
-        case theyAccepted
+        /// The peer accepted this side's invitation; its answer named `session`, which it holds.
+        case theyAccepted(SessionWire.SessionKey)
         /// This side accepts the peer's invitation `id`: the answer `accepted` goes first.
         case weAccept(invitationID: [UInt8])
         /// This side's join was answered yes.
@@ -269,8 +273,8 @@ struct MeshStateMachine {
         case endConversation(Peer, SessionReason)
         /// Dial a member to join it.
         case dial(Dial)
-        /// Send a `join` for `sessionID` on the link (the driver computes the proof).
-        case sendJoin(LinkToken, sessionID: [UInt8])
+        /// Send a `join` proving `session` on the link (the driver computes the proof with the link's binding).
+        case sendJoin(LinkToken, session: SessionWire.SessionKey)
         /// Ask the verification hook about the link (a join this side dialed, or the peer's join when `incoming`),
         /// then report the decision (``joinChecked(_:decision:)``, ``joinVerified(_:decision:now:)``).
         case verify(LinkToken, incoming: Bool)
@@ -548,6 +552,14 @@ struct MeshStateMachine {
             }
         }
         var entry = entries[fp] ?? Entry(peer: facts.peer)
+        // A session the peer holds, for redialing it should this link end before its `sessions` comes.
+        let named: SessionWire.SessionKey? =
+            switch admission {
+            case .theyAccepted(let session): session
+            case .joinAnswered: joinSession(fp)
+            case .weAccept, .weAdmitJoin: nil
+            }
+        let held = named ?? entry.member?.session ?? entry.reconnection?.session
         entry.attempts.admitting.remove(facts.token)
         if entry.attempts.joinDial == .awaitingAnswer(facts.token) || entry.attempts.joinDial == .checking(facts.token)
         {
@@ -568,7 +580,7 @@ struct MeshStateMachine {
         }
         let first: SessionWire.Message? =
             switch admission {
-            case .weAccept(let id): .inviteAnswer(id: id, answer: .accepted, reason: "")
+            case .weAccept(let id): .inviteAnswer(id: id, answer: .accepted, reason: "", session: currentSession)
             case .weAdmitJoin: .joinAnswer(accepted: true, reason: "")
             case .theyAccepted, .joinAnswered: nil
             }
@@ -584,7 +596,7 @@ struct MeshStateMachine {
                 actions += settle(fp, reason: reason)
                 return (false, actions)
             }
-            entry.phase = .member(MemberLink(facts: facts, listenPort: nil, sessionID: existing.sessionID))
+            entry.phase = .member(MemberLink(facts: facts, listenPort: nil, session: held))
             if facts.isAuthenticated { entry.proven = true }
             entries[fp] = entry
             replacedLinks[existing.facts.token] = existing.facts
@@ -602,7 +614,7 @@ struct MeshStateMachine {
         if let reconnection = entry.reconnection {
             finalReason = SessionReason(.reconnected, "reconnected after \(now - reconnection.since)")
         }
-        entry.phase = .member(MemberLink(facts: facts))
+        entry.phase = .member(MemberLink(facts: facts, session: held))
         entry.failure = nil
         entry.introduction = nil
         entry.retryTimer = nil
@@ -633,7 +645,9 @@ struct MeshStateMachine {
         guard let fp = linkOwners[token], var link = entries[fp]?.member, link.facts.token == token else { return [] }
         let first = link.listenPort == nil
         link.listenPort = listenPort
-        link.sessionID = current
+        if let secret = received[current] ?? secrets[current] {
+            link.session = SessionWire.SessionKey(id: current, secret: secret)
+        }
         entries[fp]?.phase = .member(link)
         if let address = link.announcedAddress { entries[fp]?.lastAddress = address }
         var added = false
@@ -669,7 +683,7 @@ struct MeshStateMachine {
     private func memberInfo(_ fp: PeerFingerprint) -> SessionWire.Member? {
         guard let entry = entries[fp], let link = entry.member, let address = link.announcedAddress else { return nil }
         return SessionWire.Member(
-            fingerprint: fp, displayName: entry.peer.displayName, sessionID: link.sessionID ?? sessionID,
+            fingerprint: fp, displayName: entry.peer.displayName, sessionID: link.session?.id ?? sessionID,
             addresses: [address])
     }
 
@@ -869,7 +883,7 @@ struct MeshStateMachine {
         let id = makeID()
         entry.phase = .reconnecting(
             Reconnection(
-                since: now, addresses: address.map { [$0] } ?? [], sessionID: member.sessionID ?? sessionID,
+                since: now, addresses: address.map { [$0] } ?? [], session: member.session,
                 reason: reason, timer: id))
         entries[fp] = entry
         let grace = configuration.reconnectGrace
@@ -882,7 +896,7 @@ struct MeshStateMachine {
     /// Redials a reconnecting member, with the proof it gave before when it was proven.
     private mutating func redial(_ fp: PeerFingerprint) -> [Action] {
         guard var entry = entries[fp], let reconnection = entry.reconnection, entry.attempts.joinDial == nil,
-            entry.attempts.invitations == 0, !reconnection.addresses.isEmpty, secrets[reconnection.sessionID] != nil,
+            entry.attempts.invitations == 0, !reconnection.addresses.isEmpty, let session = reconnection.session,
             !isDisconnected
         else { return [] }
         let id = makeID()
@@ -890,7 +904,7 @@ struct MeshStateMachine {
         entry.retryTimer = nil
         entries[fp] = entry
         let member = SessionWire.Member(
-            fingerprint: fp, displayName: entry.peer.displayName, sessionID: reconnection.sessionID,
+            fingerprint: fp, displayName: entry.peer.displayName, sessionID: session.id,
             addresses: reconnection.addresses)
         return [
             .dial(
@@ -945,11 +959,31 @@ struct MeshStateMachine {
             update(fp, reason: SessionReason(.joinFailed, Self.alreadyLinked), into: &actions) { _ in }
             return actions
         }
-        let session = entries[fp]?.reconnection?.sessionID ?? entries[fp]?.introduction?.member.sessionID ?? sessionID
+        guard let session = joinSession(fp) else {
+            // Not reached: a join is dialed only with a session whose secret this side knows.
+            linkOwners[token] = nil
+            let why = "this side knows the secret of no session the peer holds"
+            return [.close(token, why)] + joinAttemptFailed(fp, SessionReason(.joinFailed, why))
+        }
         entries[fp]?.attempts.joinDial = .awaitingAnswer(token)
         return [
-            .sendJoin(token, sessionID: session), .schedule(.joinAnswer(token), after: configuration.joinAnswerTimeout),
+            .sendJoin(token, session: session), .schedule(.joinAnswer(token), after: configuration.joinAnswerTimeout),
         ]
+    }
+
+    /// The session this side's join to the peer proves: the outage's (a session the peer holds), or the one its
+    /// introduction names (the introducer's word), when this side knows its secret.
+    private func joinSession(_ fp: PeerFingerprint) -> SessionWire.SessionKey? {
+        guard let entry = entries[fp] else { return nil }
+        if let reconnection = entry.reconnection { return reconnection.session }
+        guard let id = entry.introduction?.member.sessionID, let secret = secrets[id] else { return nil }
+        return SessionWire.SessionKey(id: id, secret: secret)
+    }
+
+    /// This side's current session, as an accepted invitation's answer names it. (Its secret is always known: the
+    /// current session only ever becomes one whose secret is.)
+    private var currentSession: SessionWire.SessionKey {
+        SessionWire.SessionKey(id: sessionID, secret: secrets[sessionID] ?? [])
     }
 
     /// The answer to a join this side sent (or something else in its place).
@@ -975,7 +1009,10 @@ struct MeshStateMachine {
             ? SessionReason(.joinFailed, "join refused: \(reason)")
             : SessionReason(.joinFailed, "the peer broke the protocol")
         var actions: [Action] = [.close(token, accepted == false ? "join refused" : "expected an answer to the join")]
-        if accepted == false, reason == Self.alreadyLinked {
+        // "Already linked" ends an introduction's join (the two are linked through another link); a reconnection
+        // goes on: the peer still holds the link that dropped, which it will find dead (then it waits to be
+        // redialed, if it cannot dial itself).
+        if accepted == false, reason == Self.alreadyLinked, !entry.isReconnecting {
             clearJoinDial(fp)
             update(fp, reason: why, into: &actions) { _ in }
             return actions

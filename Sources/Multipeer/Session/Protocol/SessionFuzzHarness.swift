@@ -62,7 +62,16 @@ package enum SessionFuzzHarness {
             id(invitation)
             text(serviceType)
             precondition(context.count <= SessionWire.Limits.context, "a context of \(context.count) bytes")
-        case .inviteAnswer(let invitation, _, let reason), .inviteCancel(let invitation, let reason):
+        case .inviteAnswer(let invitation, let answer, let reason, let session):
+            id(invitation)
+            text(reason)
+            precondition(
+                (answer == .accepted) == (session != nil), "an answer \(answer) with session \(session != nil)")
+            if let session {
+                id(session.id)
+                precondition(session.secret.count == SessionWire.secretLength, "a secret of \(session.secret.count)")
+            }
+        case .inviteCancel(let invitation, let reason):
             id(invitation)
             text(reason)
         case .join(let linkID, let sessionID, let proof):
@@ -136,7 +145,10 @@ package enum SessionFuzzHarness {
             .invite(
                 id: id, timeoutMilliseconds: 5_000, serviceType: SessionWire.directServiceType, context: other,
                 encryption: .none),
-            .inviteAnswer(id: id, answer: .accepted, reason: ""),
+            .inviteAnswer(
+                id: id, answer: .accepted, reason: "",
+                session: SessionWire.SessionKey(
+                    id: other, secret: [UInt8](repeating: 3, count: SessionWire.secretLength))),
             .inviteAnswer(id: id, answer: .declined, reason: "the application declined"),
             .inviteCancel(id: id, reason: "timed out"),
             .join(linkID: id, sessionID: other, proof: [UInt8](repeating: 0x44, count: SessionWire.proofLength)),

@@ -55,6 +55,12 @@ enum SessionWire {
         static let sessions = 64
     }
 
+    /// A session's identifier and its secret: what a `join` proves knowledge of.
+    struct SessionKey: Hashable, Sendable {
+        var id: [UInt8]
+        var secret: [UInt8]
+    }
+
     /// A member as one side tells another about it, so the other can dial it and prove membership.
     struct Member: Hashable, Sendable {
         var fingerprint: PeerFingerprint
@@ -73,7 +79,10 @@ enum SessionWire {
         case invite(
             id: [UInt8], timeoutMilliseconds: UInt32, serviceType: String, context: [UInt8],
             encryption: EncryptionPreference)
-        case inviteAnswer(id: [UInt8], answer: Answer, reason: String)
+        /// The invitee's answer. An accepted one carries the invitee's current session and its secret (and only
+        /// an accepted one does): the inviter adopts the link on this message, so it always knows a session the
+        /// invitee holds and can redial it, even if the link ends before the invitee's `sessions` arrives.
+        case inviteAnswer(id: [UInt8], answer: Answer, reason: String, session: SessionKey? = nil)
         case inviteCancel(id: [UInt8], reason: String)
         /// A member dialing a member it was introduced to: the link identifier, the session whose secret it
         /// proves, and `HMAC-SHA256(secret, "join" || binding || linkID)`.
@@ -125,11 +134,15 @@ enum SessionWire {
             w.text(serviceType)
             w.bytes(context)
             w.u8(encryption.rawValue)
-        case .inviteAnswer(let id, let answer, let reason):
+        case .inviteAnswer(let id, let answer, let reason, let session):
             kind = .inviteAnswer
             w.fixed(id)
             w.u8(answer.rawValue)
             w.text(reason)
+            if let session {
+                w.fixed(session.id)
+                w.fixed(session.secret)
+            }
         case .inviteCancel(let id, let reason):
             kind = .inviteCancel
             w.fixed(id)
@@ -233,7 +246,14 @@ enum SessionWire {
             let id = try r.fixed(idLength, "invitation id")
             let raw = try r.u8("answer")
             guard let answer = Answer(rawValue: raw) else { throw r.error("unknown answer \(raw)") }
-            decoded = .inviteAnswer(id: id, answer: answer, reason: try r.text("reason"))
+            let reason = try r.text("reason")
+            var session: SessionKey?
+            if answer == .accepted {
+                session = SessionKey(
+                    id: try r.fixed(idLength, "accepting session id"),
+                    secret: try r.fixed(secretLength, "accepting session secret"))
+            }
+            decoded = .inviteAnswer(id: id, answer: answer, reason: reason, session: session)
         case .inviteCancel:
             decoded = .inviteCancel(id: try r.fixed(idLength, "invitation id"), reason: try r.text("reason"))
         case .join:
