@@ -209,6 +209,54 @@ struct RelayProtocolTests {
         #expect(due.contains { $0.method == .refresh })
     }
 
+    @Test func anAllocationIsReportedOnlyOnceItsPermissionsHold() throws {
+        // A relayed dialer connects from its own allocation on the same relay; reporting (and so advertising) the
+        // address before the relay let those in had a peer that dialed at once refused (447, seen under TSan).
+        let server = IPAddress.v4(IPv4Address(192, 0, 2, 1))
+        for grant in [true, false] {
+            var relay = Relay(
+                client: TURNClientStateMachine(credentials: RelayProtocolTests.credentials, permitsRelay: true))
+            _ = relay.client.permit([server], now: relay.now)
+            let allocated = relay.allocate()
+            #expect(!allocated.contains { if case .allocated = $0 { true } else { false } })
+            let permission = try #require(Relay.sent(allocated).first)
+            #expect(permission.method == .createPermission)
+            // The address given before, and the relay's own relayed address.
+            let permitted = permission.attributes.filter { $0.type == STUNMessage.AttributeType.xorPeerAddress }.map {
+                STUNMessage(
+                    method: .createPermission, messageClass: .request, transactionID: permission.transactionID,
+                    attributes: [$0]
+                ).address(STUNMessage.AttributeType.xorPeerAddress)?.address
+            }
+            #expect(permitted == [server, Self.relayed.address])
+            // Another permission's answer does not report it.
+            let later = try #require(
+                Relay.sent(relay.client.permit([.v4(IPv4Address(203, 0, 113, 9))], now: relay.now)).first)
+            #expect(relay.client.received(relay.answer(later, .success, []), now: relay.now).isEmpty)
+            if grant {
+                #expect(
+                    relay.client.received(relay.answer(permission, .success, []), now: relay.now)
+                        == [.allocated(relayed: Self.relayed, mapped: nil)])
+                // Renewed permissions are not a second report.
+                relay.now = relay.now + .seconds(120)
+                let renewal = try #require(Relay.sent(relay.client.timerFired(now: relay.now)).first)
+                #expect(relay.client.received(relay.answer(renewal, .success, []), now: relay.now).isEmpty)
+            } else {
+                // Refused: the allocation fails, never reported.
+                let refused = relay.client.received(
+                    relay.answer(
+                        permission, .error,
+                        [STUNMessage.Attribute(type: STUNMessage.AttributeType.errorCode, value: [0, 0, 4, 3])]),
+                    now: relay.now)
+                guard case .failed(let error)? = refused.last, refused.count == 1 else {
+                    Issue.record("a refused permission did not fail the allocation: \(refused)")
+                    continue
+                }
+                #expect(error.reason.contains("403"))
+            }
+        }
+    }
+
     @Test func aStaleNonceIsRenewedAndARefusedRefreshLosesTheAllocation() throws {
         var relay = Relay()
         _ = relay.allocate(lifetime: 60)

@@ -24,7 +24,9 @@ package final class RelayClient: @unchecked Sendable {
 
     /// What happens to the allocation, for the owner.
     package enum Event: Sendable {
-        /// An allocation exists (the first, or a new one after a loss): its relayed address.
+        /// An allocation exists (the first, or a new one after a loss): its relayed address. Reported once the
+        /// permissions given so far (and the relay's own address, with `permitsRelay`) hold on it, so a peer told
+        /// the address at once gets through.
         case allocated(SocketAddress)
         /// The allocation failed or was lost; a new one is tried after `retry`.
         case failed(RelayError, retry: Duration)
@@ -37,6 +39,8 @@ package final class RelayClient: @unchecked Sendable {
 
     let loop: EventLoop
     let configuration: Configuration
+    /// Connections relayed from the relay's own address (a peer dialing through the same relay) are let in.
+    let permitsRelay: Bool
     private let logger: Logger
     /// Called on the loop with what happens to the allocation.
     private let onEvent: @Sendable (Event) -> Void
@@ -72,11 +76,18 @@ package final class RelayClient: @unchecked Sendable {
     /// The relayed address of the current allocation.
     private let currentRelayed = Lock<SocketAddress?>(nil)
 
+    /// - Parameters:
+    ///   - permitsRelay: Let connections relayed from the relay's own address in from the allocation on: how a
+    ///     peer that dials through the same relay (from an allocation of its own) reaches this one.
+    ///   - onEvent: Called on the loop with what happens to the allocation.
+    ///   - onIncoming: Called on the loop with each incoming relayed connection.
     package init(
-        configuration: Configuration, loop: EventLoop, logger: Logger, onEvent: @escaping @Sendable (Event) -> Void,
+        configuration: Configuration, loop: EventLoop, logger: Logger, permitsRelay: Bool = false,
+        onEvent: @escaping @Sendable (Event) -> Void,
         onIncoming: @escaping (TCPConnection, [UInt8], SocketAddress) -> Void
     ) {
         self.configuration = configuration
+        self.permitsRelay = permitsRelay
         self.loop = loop
         self.logger = logger
         self.onEvent = onEvent
@@ -116,12 +127,12 @@ package final class RelayClient: @unchecked Sendable {
         }
         connects[token] = completion
         connectTargets[token] = (peer, nil)
-        if var machine, machine.relayed != nil {
+        if var machine, machine.isReported {
             let actions = machine.connect(to: peer, token: token, now: loop.clock.now())
             self.machine = machine
             perform(actions)
         } else {
-            // Asked for once the allocation exists (being made, or made again after a loss).
+            // Asked for once the allocation is reported (being made, or made again after a loss).
             waitingConnects.append((token, peer))
         }
         return { [self] in
@@ -166,7 +177,10 @@ package final class RelayClient: @unchecked Sendable {
             case .success(let connection):
                 control = connection
                 received = []
-                var machine = TURNClientStateMachine(credentials: configuration.credentials)
+                var machine = TURNClientStateMachine(
+                    credentials: configuration.credentials, permitsRelay: permitsRelay)
+                // Asked for with the allocation, which is reported once they hold.
+                _ = machine.permit(permitted, now: loop.clock.now())
                 let actions = machine.start(now: loop.clock.now())
                 self.machine = machine
                 connection.setHandlers(
@@ -215,7 +229,7 @@ package final class RelayClient: @unchecked Sendable {
                     "relay \(configuration.server): allocated \(relayed) (we are \(mapped.map { "\($0)" } ?? "?") to it)"
                 )
                 if var machine {
-                    var more = permitted.isEmpty ? [] : machine.permit(permitted, now: loop.clock.now())
+                    var more: [TURNClientStateMachine.Action] = []
                     for (token, peer) in waitingConnects where connects[token] != nil {
                         more += machine.connect(to: peer, token: token, now: loop.clock.now())
                     }

@@ -102,13 +102,28 @@ package struct TURNClientStateMachine {
     private var permissions: [IPAddress] = []
     private var permissionsDue: IOInstant?
     private(set) var relayed: SocketAddress?
+    /// Whether the allocation exists and was reported (`.allocated`): connects wait for it.
+    var isReported: Bool { relayed != nil && unreported == nil && !isFailed }
+    /// Whether connections relayed from the relay's own address (its other allocations: how a peer that dials
+    /// through the same relay reaches us) are permitted from the allocation on.
+    let permitsRelay: Bool
+    /// An allocation not yet reported: it waits for the permissions asked for with it (`needs`) to hold, so a
+    /// peer told the relayed address at once is not refused by the relay (RFC 8656 section 9).
+    private var unreported: (relayed: SocketAddress, mapped: SocketAddress?, needs: [IPAddress])?
     private(set) var mapped: SocketAddress?
     private var refreshDue: IOInstant?
     private(set) var isFailed = false
     private let makeTransactionID: () -> [UInt8]
 
-    init(credentials: Credentials, makeTransactionID: @escaping () -> [UInt8] = { SecureRandom.bytes(12) }) {
+    /// - Parameters:
+    ///   - permitsRelay: Permit the relay's own relayed address as soon as the allocation exists (see
+    ///     ``permitsRelay``).
+    init(
+        credentials: Credentials, permitsRelay: Bool = false,
+        makeTransactionID: @escaping () -> [UInt8] = { SecureRandom.bytes(12) }
+    ) {
         self.credentials = credentials
+        self.permitsRelay = permitsRelay
         self.makeTransactionID = makeTransactionID
     }
 
@@ -124,7 +139,8 @@ package struct TURNClientStateMachine {
     /// Asks for the allocation (unauthenticated: the relay answers with its realm and nonce).
     mutating func start(now: IOInstant) -> [Action] { send(.allocate, now: now) }
 
-    /// Lets connections from these addresses reach the allocation (adds to those already permitted).
+    /// Lets connections from these addresses reach the allocation (adds to those already permitted). Those given
+    /// before the allocation exists are asked for with it, and `.allocated` waits until the relay granted them.
     mutating func permit(_ addresses: [IPAddress], now: IOInstant) -> [Action] {
         var added: [IPAddress] = []
         for address in addresses where !permissions.contains(address) && permissions.count < Self.maximumPermissions {
@@ -266,14 +282,19 @@ package struct TURNClientStateMachine {
             self.relayed = relayed
             mapped = message.address(STUNMessage.AttributeType.xorMappedAddress)
             scheduleRefresh(message, now: now)
-            var actions: [Action] = [.allocated(relayed: relayed, mapped: mapped)]
-            if !permissions.isEmpty { actions += requestPermissions(permissions, now: now) }
-            return actions
+            if permitsRelay, !permissions.contains(relayed.address), permissions.count < Self.maximumPermissions {
+                permissions.append(relayed.address)
+            }
+            guard !permissions.isEmpty else { return [.allocated(relayed: relayed, mapped: mapped)] }
+            unreported = (relayed, mapped, permissions)
+            return requestPermissions(permissions, now: now)
         case .refresh:
             scheduleRefresh(message, now: now)
             return []
-        case .permission:
-            return []
+        case .permission(let granted):
+            guard let allocation = unreported, allocation.needs.allSatisfy(granted.contains) else { return [] }
+            unreported = nil
+            return [.allocated(relayed: allocation.relayed, mapped: allocation.mapped)]
         case .connect(let token, _):
             guard let id = message.number(STUNMessage.AttributeType.connectionID) else {
                 return [

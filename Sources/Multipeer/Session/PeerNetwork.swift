@@ -319,18 +319,23 @@ public actor PeerNetwork {
                 target.acceptRelayed(socket, initialBytes: bytes, remote: peer)
             }
             let logger = configuration.logger.area(.connection)
+            // Relayed dialers connect from their own allocation on the same relay: both allocations let the relay's
+            // addresses in (its relayed one and the one it is reached at), before they are reported. The dialing
+            // one too: a peer may redial a member at the address it was reached from, which is this allocation's;
+            // its failures are logged by the client, not reported.
             let client = RelayClient(
-                configuration: relay.clientConfiguration, loop: loop, logger: logger,
+                configuration: relay.clientConfiguration, loop: loop, logger: logger, permitsRelay: true,
                 onEvent: { [weak self] event in Task { await self?.relayEvent(event, key: key) } }, onIncoming: accept)
             let dialer = RelayClient(
-                configuration: relay.clientConfiguration, loop: loop, logger: logger,
-                onEvent: { [weak self] event in Task { await self?.dialRelayEvent(event, key: key) } },
-                onIncoming: accept)
+                configuration: relay.clientConfiguration, loop: loop, logger: logger, permitsRelay: true,
+                onEvent: { _ in }, onIncoming: accept)
             listeners[key]?.relay = client
             listeners[key]?.dialRelay = dialer
             relayRoutes.add(dialer, for: key.fingerprint)
-            client.start()
-            dialer.start()
+            for relayClient in [client, dialer] {
+                relayClient.permit([relay.clientConfiguration.server.address])
+                relayClient.start()
+            }
         }
         for listener in made {
             Task { [weak self] in
@@ -424,15 +429,12 @@ public actor PeerNetwork {
 
     // MARK: Relay
 
-    /// What happened to a listener's allocation: permit relayed dialers, advertise (or withdraw) the address.
+    /// What happened to a listener's allocation (reported once relayed dialers are let in): advertise (or
+    /// withdraw) the address.
     private func relayEvent(_ event: RelayClient.Event, key: ListenerKey) async {
-        guard !isShutDown, let entry = listeners[key] else { return }
+        guard !isShutDown, listeners[key] != nil else { return }
         switch event {
         case .allocated(let relayed):
-            // Relayed dialers connect from their own allocation on the same relay: its addresses are the relay's.
-            var permitted = [relayed.address]
-            if let server = configuration.relay?.server.address, server != relayed.address { permitted.append(server) }
-            entry.relay?.permit(permitted)
             listeners[key]?.relayed = relayed
             eventSink.yield(.relayAllocated(relayed))
         case .failed(let error, let retry):
@@ -445,15 +447,6 @@ public actor PeerNetwork {
         for (advertiserKey, advertiser) in advertisers where advertiserKey.listener == key {
             advertiser.relayChanged(relayed)
         }
-    }
-
-    /// The dialing allocation's events: its permission, like the advertised one's (a peer may redial a member at the
-    /// address it was reached from, which is this allocation's); failures are logged by the client, not reported.
-    private func dialRelayEvent(_ event: RelayClient.Event, key: ListenerKey) {
-        guard !isShutDown, case .allocated(let relayed) = event, let entry = listeners[key] else { return }
-        var permitted = [relayed.address]
-        if let server = configuration.relay?.server.address, server != relayed.address { permitted.append(server) }
-        entry.dialRelay?.permit(permitted)
     }
 
     /// The relayed address of the listener for these settings, while its allocation holds. A listener whose first
