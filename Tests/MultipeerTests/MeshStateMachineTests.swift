@@ -392,9 +392,76 @@ struct MeshStateMachineTests {
         }
         #expect(alice.closed(back.token))
         #expect(alice.mesh.isReconnecting(Self.bob.claimedFingerprint))
-        // Once he has, he may have no address to dial her back: she keeps trying.
+        // Once he has, he may have no address to dial her back: she keeps trying, until the grace ends.
         alice.advance(by: .milliseconds(250))
         #expect(alice.dials.count == 2)
+        alice.advance(by: .seconds(10))
+        let atGrace = alice.dials.count
+        alice.advance(by: .seconds(5))
+        #expect(alice.dials.count == atGrace)
+        #expect(alice.reports.last?.hasPrefix("Bob notConnected: aborted; not back within") == true)
+    }
+
+    @Test func anIntroductionsJoinAnsweredAlreadyLinkedEndsWithoutRetrying() {
+        var bob = Side(rank: 2)
+        let alice = bob.member(Self.alice)
+        let carol = Self.gossiped(Self.carol.claimedFingerprint, "Carol", at: IPv4Address(10, 0, 0, 3), port: 7003)
+        bob.step { m, now in m.membersReceived(alice.token, [carol], now: now) }
+        let link = bob.link(Self.carol, dialer: true)
+        let dial = bob.dials[0]
+        bob.step { m, _ in m.joinDialConnected(link, expected: dial) }
+        bob.step { m, _ in m.joinChecked(link.token, decision: .accept) }
+        bob.step { m, now in
+            m.joinAnswered(link.token, accepted: false, reason: MeshStateMachine.alreadyLinked, now: now)
+        }
+        // Linked through another link (being adopted there): nothing is dialed again.
+        bob.advance(by: .seconds(5))
+        #expect(bob.dials.count == 1)
+        #expect(!bob.mesh.isReconnecting(Self.carol.claimedFingerprint))
+    }
+
+    @Test func aMembersSecondLinkIsNotAskedAboutAgainAndOneLinkIsKept() {
+        // Alice redials Bob over a link Bob has not yet seen end: he does not ask his hook (it admitted her before)
+        // at each of her tries, and the duplicate-link rule keeps one link.
+        // Her old link, which she dialed (an invitation, id 1...): it beats her redial (id 9...), which hears
+        // "already connected" (she tries again until Bob, too, finds the old link dead).
+        var bob = Side(rank: 2)
+        let old = bob.link(Self.alice, dialer: false, linkID: 1)
+        bob.step { m, now in m.admit(old, .weAccept(invitationID: [1]), now: now).1 }
+        let again = bob.link(Self.alice, dialer: false, linkID: 9)
+        bob.step { m, now in m.joinRequested(again, now: now) }
+        #expect(!bob.log.contains { if case .verify(again.token, _) = $0 { true } else { false } })
+        #expect(bob.mesh.memberLink(of: Self.alice.claimedFingerprint) == old.token)
+        #expect(bob.sent(on: again.token) == [.joinAnswer(accepted: false, reason: MeshStateMachine.alreadyLinked)])
+        // Her old link, which Bob dialed: her redial (she is the lower identity) replaces it.
+        var carol = Side(rank: 3)
+        let dialed = carol.member(Self.alice)
+        let redial = carol.link(Self.alice, dialer: false, linkID: 9)
+        carol.step { m, now in m.joinRequested(redial, now: now) }
+        #expect(!carol.log.contains { if case .verify(redial.token, _) = $0 { true } else { false } })
+        #expect(carol.mesh.memberLink(of: Self.alice.claimedFingerprint) == redial.token)
+        #expect(carol.sent(on: redial.token).first == .joinAnswer(accepted: true, reason: ""))
+        carol.advance(by: .seconds(3))
+        #expect(carol.closed(dialed.token))
+    }
+
+    @Test func aMemberKnownOnlyByItsAnswersSessionIsIntroducedUnderOurs() {
+        // A relayed member is announced before its `sessions` comes; others cannot prove the session its answer
+        // named (this side keeps that secret only to redial it), so they are told this side's own.
+        var alice = Side(rank: 1)
+        let relayed = SocketAddress(.v4(IPv4Address(198, 51, 100, 1)), port: 49_200)
+        let bob = MeshStateMachine.LinkFacts(
+            token: 500, peer: Self.bob, isDialer: true, linkID: [UInt8](repeating: 5, count: 16),
+            remoteAddress: relayed, isGroupMember: false, isRelayed: true)
+        let answered = SessionWire.SessionKey(
+            id: [UInt8](repeating: 0x55, count: 16), secret: [UInt8](repeating: 2, count: 32))
+        alice.step { m, now in m.admit(bob, .theyAccepted(answered), now: now).1 }
+        let carol = alice.member(Self.carol, port: 7003)
+        let told = alice.sent(on: carol.token).compactMap { message -> [SessionWire.Member]? in
+            if case .members(let list) = message { list } else { nil }
+        }.flatMap { $0 }
+        #expect(told.map(\.fingerprint) == [Self.bob.claimedFingerprint])
+        #expect(told.first?.sessionID == alice.mesh.sessionID)
     }
 
     @Test func aSecondOutageStartsItsOwnGraceAndTheFirstGracesTimerIsStale() {

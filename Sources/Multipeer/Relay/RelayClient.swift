@@ -25,8 +25,8 @@ package final class RelayClient: @unchecked Sendable {
     /// What happens to the allocation, for the owner.
     package enum Event: Sendable {
         /// An allocation exists (the first, or a new one after a loss): its relayed address. Reported once the
-        /// permissions given so far (and the relay's own address, with `permitsRelay`) hold on it, so a peer told
-        /// the address at once gets through.
+        /// permissions asked for with it (those given before it, and the relay's own address with `permitsRelay`)
+        /// hold on it, so a peer told the address at once gets through.
         case allocated(SocketAddress)
         /// The allocation failed or was lost; a new one is tried after `retry`.
         case failed(RelayError, retry: Duration)

@@ -679,11 +679,20 @@ struct MeshStateMachine {
         return actions
     }
 
+    /// The session others are told a member holds: its own (current) one once this side knows that session's
+    /// secret, which the others then learn too (`sessions`); else this side's current one, which they know. (An
+    /// accepted answer's session is known here only to redial that member: naming it would leave the others,
+    /// who cannot prove it, unable to join.)
+    private func introducedSession(_ link: MemberLink) -> [UInt8] {
+        guard let id = link.session?.id, secrets[id] != nil else { return sessionID }
+        return id
+    }
+
     /// A member as this side tells others about it.
     private func memberInfo(_ fp: PeerFingerprint) -> SessionWire.Member? {
         guard let entry = entries[fp], let link = entry.member, let address = link.announcedAddress else { return nil }
         return SessionWire.Member(
-            fingerprint: fp, displayName: entry.peer.displayName, sessionID: link.session?.id ?? sessionID,
+            fingerprint: fp, displayName: entry.peer.displayName, sessionID: introducedSession(link),
             addresses: [address])
     }
 
@@ -1057,9 +1066,14 @@ struct MeshStateMachine {
         if let refusal = securityRefusal(facts) { return refuseJoin(facts.token, fp, refusal) }
         if isDisconnected { return refuseJoin(facts.token, fp, "the member left the session") }
         if let weaker = weakerIdentity(facts) { return refuseJoin(facts.token, fp, weaker) }
-        if isReconnecting(fp) { return admit(facts, .weAdmitJoin(reconnection: true), now: now).1 }
+        // A member coming back, or a member's second link (it redials a link this side has not yet seen end, or two
+        // redials crossed): admitted before, so neither an introduction nor the hook is asked again; the
+        // duplicate-link rule keeps one link.
+        if isReconnecting(fp) || isMember(fp) {
+            return admit(facts, .weAdmitJoin(reconnection: isReconnecting(fp)), now: now).1
+        }
         var entry = entries[fp] ?? Entry(peer: facts.peer)
-        if entry.introduction == nil, !entry.isMember {
+        if entry.introduction == nil {
             // Bounded: a former member that knows a secret cannot make this side hold joins without end.
             guard pendingJoinCount < configuration.introductionLimit else {
                 return refuseJoin(facts.token, fp, "too many joins are waiting here for their introduction")

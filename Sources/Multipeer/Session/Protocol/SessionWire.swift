@@ -135,6 +135,7 @@ enum SessionWire {
             w.bytes(context)
             w.u8(encryption.rawValue)
         case .inviteAnswer(let id, let answer, let reason, let session):
+            precondition((answer == .accepted) == (session != nil), "only an accepted answer names a session")
             kind = .inviteAnswer
             w.fixed(id)
             w.u8(answer.rawValue)
