@@ -127,6 +127,16 @@ struct MeshStateMachineTests {
     static let theirSession = SessionWire.SessionKey(
         id: [UInt8](repeating: 0x77, count: 16), secret: [UInt8](repeating: 1, count: 32))
 
+    /// A peer's relayed address, on a TURN relay's host.
+    static let relayedAddress = SocketAddress(.v4(IPv4Address(198, 51, 100, 1)), port: 49_200)
+
+    /// A link this side dialed through a TURN relay to `peer`'s relayed address.
+    static func relayedLink(_ peer: Peer) -> MeshStateMachine.LinkFacts {
+        MeshStateMachine.LinkFacts(
+            token: 500, peer: peer, isDialer: true, linkID: [UInt8](repeating: 5, count: 16),
+            remoteAddress: relayedAddress, isGroupMember: false, isRelayed: true)
+    }
+
     static let alice = peer("Alice", 1)
     static let bob = peer("Bob", 2)
     static let carol = peer("Carol", 3)
@@ -449,10 +459,7 @@ struct MeshStateMachineTests {
         // A relayed member is announced before its `sessions` comes; others cannot prove the session its answer
         // named (this side keeps that secret only to redial it), so they are told this side's own.
         var alice = Side(rank: 1)
-        let relayed = SocketAddress(.v4(IPv4Address(198, 51, 100, 1)), port: 49_200)
-        let bob = MeshStateMachine.LinkFacts(
-            token: 500, peer: Self.bob, isDialer: true, linkID: [UInt8](repeating: 5, count: 16),
-            remoteAddress: relayed, isGroupMember: false, isRelayed: true)
+        let bob = Self.relayedLink(Self.bob)
         let answered = SessionWire.SessionKey(
             id: [UInt8](repeating: 0x55, count: 16), secret: [UInt8](repeating: 2, count: 32))
         alice.step { m, now in m.admit(bob, .theyAccepted(answered), now: now).1 }
@@ -547,10 +554,8 @@ struct MeshStateMachineTests {
         // A link through a TURN relay: the remote address is the peer's relayed address, on the relay's host. The
         // peer's `sessions` names the port it listens on directly, which is of no use on the relay's host.
         var alice = Side(rank: 1)
-        let relayed = SocketAddress(.v4(IPv4Address(198, 51, 100, 1)), port: 49_200)
-        let facts = MeshStateMachine.LinkFacts(
-            token: 500, peer: Self.bob, isDialer: true, linkID: [UInt8](repeating: 5, count: 16),
-            remoteAddress: relayed, isGroupMember: false, isRelayed: true)
+        let relayed = Self.relayedAddress
+        let facts = Self.relayedLink(Self.bob)
         alice.step { m, now in m.admit(facts, .theyAccepted(Self.theirSession), now: now).1 }
         alice.step { m, _ in
             m.sessionsReceived(
