@@ -471,6 +471,28 @@ struct MeshStateMachineTests {
         #expect(told.first?.sessionID == alice.mesh.sessionID)
     }
 
+    @Test func anAnswersSessionIsBelievedOnlyForRedialingThatPeer() throws {
+        // The invitee controls the session its answer names. A hostile one naming this side's own session with a
+        // secret of its choosing changes none of this side's secrets (nor what others are told or sent): the key
+        // is used only as the proof of joins back to that peer, at 48 bytes per member.
+        var alice = Side(rank: 1)
+        let secrets = alice.mesh.secrets
+        let bogus = SessionWire.SessionKey(id: alice.mesh.sessionID, secret: [UInt8](repeating: 0xEE, count: 32))
+        let bob = alice.link(Self.bob, dialer: true, port: 7002)
+        alice.step { m, now in m.admit(bob, .theyAccepted(bogus), now: now).1 }
+        #expect(alice.mesh.secrets == secrets)
+        #expect(alice.mesh.sessionID == bogus.id)
+        // Its redial proves the key it named, to it alone.
+        alice.step { m, now in m.linkClosed(bob.token, reason: "reset", withdrawn: nil, now: now) }
+        let redial = try #require(alice.dials.last)
+        #expect(
+            redial.member.fingerprint == Self.bob.claimedFingerprint && redial.expecting == Self.bob.claimedFingerprint)
+        let back = alice.link(Self.bob, dialer: true)
+        alice.step { m, _ in m.joinDialConnected(back, expected: redial) }
+        #expect(alice.log.contains { if case .sendJoin(back.token, bogus) = $0 { true } else { false } })
+        #expect(alice.mesh.secrets == secrets)
+    }
+
     @Test func aSecondOutageStartsItsOwnGraceAndTheFirstGracesTimerIsStale() {
         var alice = Side(rank: 1, grace: .seconds(10))
         let bob = alice.member(Self.bob)

@@ -102,23 +102,27 @@ struct InviterStateMachine {
     /// A control message on the invitation's connection.
     mutating func received(_ message: SessionWire.Message) -> [Action] {
         guard phase == .awaitingAnswer else { return [] }
-        guard case .inviteAnswer(let answerID, let answer, let reason, let session) = message, answerID == id,
-            (answer == .accepted) == (session != nil)
-        else {
-            return finish(
-                .refused(reason: "the peer broke the protocol (no answer to the invitation)"),
-                after: [.close(code: 0, reason: "expected an answer to the invitation")])
+        guard case .inviteAnswer(let answerID, let answer, let reason, let session) = message, answerID == id else {
+            return brokeTheProtocol()
         }
-        switch answer {
-        case .accepted:
-            guard let session else { return [] }
+        // Only an acceptance names the invitee's session, and it always does.
+        switch (answer, session) {
+        case (.accepted, let session?):
             phase = .admitting
             return [.admit(session)]
-        case .alreadyConnected: return finish(.accepted, after: [.close(code: 0, reason: "already connected")])
-        case .declined: return finish(.declined(reason: reason), after: [.close(code: 0, reason: "declined")])
-        case .timedOut: return finish(.timedOut, after: [.close(code: 0, reason: "invitation timed out")])
-        case .refused: return finish(.refused(reason: reason), after: [.close(code: 0, reason: "refused")])
+        case (.alreadyConnected, nil): return finish(.accepted, after: [.close(code: 0, reason: "already connected")])
+        case (.declined, nil): return finish(.declined(reason: reason), after: [.close(code: 0, reason: "declined")])
+        case (.timedOut, nil): return finish(.timedOut, after: [.close(code: 0, reason: "invitation timed out")])
+        case (.refused, nil): return finish(.refused(reason: reason), after: [.close(code: 0, reason: "refused")])
+        case (.accepted, nil), (_, .some): return brokeTheProtocol()
         }
+    }
+
+    /// Anything but an answer to this invitation, or an answer whose session does not go with it.
+    private mutating func brokeTheProtocol() -> [Action] {
+        finish(
+            .refused(reason: "the peer broke the protocol (no answer to the invitation)"),
+            after: [.close(code: 0, reason: "expected an answer to the invitation")])
     }
 
     /// The mesh kept the link (or the peer is a member anyway), or turned it away and why.
