@@ -25,7 +25,7 @@ package final class RelayClient: @unchecked Sendable {
     /// What happens to the allocation, for the owner.
     package enum Event: Sendable {
         /// An allocation exists (the first, or a new one after a loss): its relayed address. Reported once the
-        /// permissions asked for with it (those given before it, and the relay's own address with `permitsRelay`)
+        /// permissions asked for with it (those given before it, and the relay's own addresses with `permitsRelay`)
         /// hold on it, so a peer told the address at once gets through.
         case allocated(SocketAddress)
         /// The allocation failed or was lost; a new one is tried after `retry`.
@@ -77,8 +77,9 @@ package final class RelayClient: @unchecked Sendable {
     private let currentRelayed = Lock<SocketAddress?>(nil)
 
     /// - Parameters:
-    ///   - permitsRelay: Let connections relayed from the relay's own address in from the allocation on: how a
-    ///     peer that dials through the same relay (from an allocation of its own) reaches this one.
+    ///   - permitsRelay: Let connections relayed from the relay's own addresses (the one it is reached at and the
+    ///     relayed one) in from the allocation on: how a peer that dials through the same relay (from an
+    ///     allocation of its own) reaches this one.
     ///   - onEvent: Called on the loop with what happens to the allocation.
     ///   - onIncoming: Called on the loop with each incoming relayed connection.
     package init(
@@ -88,6 +89,8 @@ package final class RelayClient: @unchecked Sendable {
     ) {
         self.configuration = configuration
         self.permitsRelay = permitsRelay
+        // The address the relay is reached at; the machine adds the relayed one once it is known.
+        if permitsRelay { permitted = [configuration.server.address] }
         self.loop = loop
         self.logger = logger
         self.onEvent = onEvent

@@ -332,10 +332,8 @@ public actor PeerNetwork {
             listeners[key]?.relay = client
             listeners[key]?.dialRelay = dialer
             relayRoutes.add(dialer, for: key.fingerprint)
-            for relayClient in [client, dialer] {
-                relayClient.permit([relay.clientConfiguration.server.address])
-                relayClient.start()
-            }
+            client.start()
+            dialer.start()
         }
         for listener in made {
             Task { [weak self] in
