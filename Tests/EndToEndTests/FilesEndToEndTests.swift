@@ -128,7 +128,9 @@ struct FilesEndToEndTests {
             let receiver = try Self.receive(lab, dir: inbox)
             _ = await Self.line(receiver, "receiving as Rx", within: .seconds(10))
             let sender = try Self.send(lab, file: source)
-            _ = await Self.line(sender, "sending big.bin", within: .seconds(30))
+            // Mid-transfer: once the receiver is receiving (the sender's first progress line comes as soon as its
+            // offer is queued, and a sender killed before the offer left is one the receiver never heard of).
+            #expect(await Self.line(receiver, "receiving big.bin", within: .seconds(30)) != nil)
             sender.signal(SIGKILL)
             // The receiver waits for the reconnection grace (10 s), then gives the transfer up.
             #expect(await receiver.exited(within: .seconds(25)) == 1, "\(receiver.lines) \(receiver.standardError)")

@@ -151,6 +151,32 @@ struct SessionResourceTests {
         await bob.shutdown()
     }
 
+    /// A sender cancelling the moment it offered, then leaving the session (a command-line tool on Ctrl-C): the
+    /// cancellation is on the link before the transfer ends (so leaving cannot cut it off), and the receiver
+    /// handles it after the offer it follows (not before, finding nothing); the receiver reports the transfer
+    /// cancelled, not the peer gone, and keeps no partial file.
+    @Test func aCancellationRightAfterTheOfferReachesTheReceiverBeforeTheSenderLeaves() async throws {
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
+        let file = try Self.file(size: 8 << 20, in: source)
+        let (alice, bob) = try await Self.pair(receiverFolder: destination)
+        let transfer = try await alice.session.sendResource(at: file, named: "big.bin", to: bob.peer)
+        transfer.progress.cancel()
+        await #expect(throws: SessionError.self) { try await transfer.finished() }
+        await alice.session.disconnect()
+        let results = await Self.finished(bob.recorder)
+        guard case .failure(let error)? = results.first else {
+            Issue.record("the receiver did not see the cancellation: \(results)")
+            return
+        }
+        #expect(error.reason == "Alice cancelled: cancelled by the sender", "\(error.reason)")
+        #expect(
+            await waitUntil { (try? FileManager.default.contentsOfDirectory(atPath: destination))?.isEmpty == true })
+        #expect(await waitUntil { bob.session.resources.activeCount == 0 })
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
     @Test func aTransferCutByADroppedLinkResumesAndCompletesVerified() async throws {
         let (source, destination) = (try Self.folder(), try Self.folder())
         defer { Self.remove(source, destination) }

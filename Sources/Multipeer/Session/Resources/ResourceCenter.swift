@@ -46,6 +46,8 @@ final class ResourceCenter: Sendable {
         /// A downloaded copy of an http(s) resource, removed when the transfer ends.
         let temporary: Bool
         var sender: Task<Void, Never>?
+        /// Cancelled: no more data, no resumption; it ends once the receiver has been told.
+        var isCancelling = false
     }
 
     private final class Incoming: Sendable {
@@ -219,7 +221,7 @@ final class ResourceCenter: Sendable {
     private func resumeSending(_ id: [UInt8], from have: UInt64) {
         guard let hooks else { return }
         let started = state.withLock { state -> (Outgoing)? in
-            guard let outgoing = state.outgoing[id] else { return nil }
+            guard let outgoing = state.outgoing[id], !outgoing.isCancelling else { return nil }
             outgoing.sender?.cancel()
             return outgoing
         }
@@ -272,10 +274,22 @@ final class ResourceCenter: Sendable {
     }
 
     private func cancelOutgoing(_ id: [UInt8], reason: String) {
-        guard let outgoing = state.withLock({ $0.outgoing[id] }) else { return }
+        let cancelled = state.withLock { state -> Outgoing? in
+            guard var outgoing = state.outgoing[id], !outgoing.isCancelling else { return nil }
+            outgoing.isCancelling = true
+            state.outgoing[id] = outgoing
+            return outgoing
+        }
+        guard let outgoing = cancelled else { return }
+        outgoing.sender?.cancel()
         let fp = outgoing.transfer.peer.claimedFingerprint
-        Task { await sendControl(fp, .resourceCancel(id: id, reason: reason)) }
-        finishOutgoing(id, .failure(SessionError(.cancelled, reason)))
+        // The transfer ends once the cancellation is on the peer's link (or queued for its next one): a caller that
+        // disconnects as soon as it ends (a command-line tool on Ctrl-C) must not cut the message off, leaving the
+        // receiver to report the peer gone instead of the transfer cancelled.
+        Task {
+            await sendControl(fp, .resourceCancel(id: id, reason: reason))
+            finishOutgoing(id, .failure(SessionError(.cancelled, reason)))
+        }
     }
 
     private func finishOutgoing(_ id: [UInt8], _ result: Result<ResourceReceipt, SessionError>) {
@@ -453,8 +467,10 @@ final class ResourceCenter: Sendable {
     private func receive(_ stream: PeerStream, into incoming: Incoming) async {
         guard let hooks else { return }
         // Reading the stream and writing/hashing the file overlap: the reader stages 1 MiB pieces and hands them
-        // to a writer through a pipe of four, so the network is read while the previous piece is written.
-        let pipe = ChunkPipe(capacity: 4)
+        // to a writer through a pipe of two, so the network is read while the previous piece is written. The
+        // writer gives each written piece back for the reader to fill again, so a transfer holds at most four
+        // pieces (one filling, two queued, one writing) beside the stream's window, allocated once.
+        let pipe = ChunkPipe(capacity: 2)
         let failure = Lock<String?>(nil)
         let writer = Task {
             var lastConfirmed = incoming.written.load(ordering: .relaxed)
@@ -467,6 +483,7 @@ final class ResourceCenter: Sendable {
                 }
                 incoming.hasher.update(chunk)
                 let written = offset + UInt64(chunk.count)
+                pipe.recycle(consume chunk)
                 incoming.written.store(written, ordering: .relaxed)
                 incoming.resource.progress.completedUnitCount = Int64(written)
                 if written - lastConfirmed >= Self.progressInterval {
@@ -475,34 +492,35 @@ final class ResourceCenter: Sendable {
                 }
             }
         }
-        var staged: [UInt8] = []
-        staged.reserveCapacity(Self.stagingSize)
-        var buffer: [UInt8] = []
+        var staged = pipe.emptyChunk(reserving: Self.stagingSize)
         var received = incoming.written.load(ordering: .relaxed)
         var ended = false
         var linkFailed = false
         reading: while !Task.isCancelled, failure.withLock({ $0 }) == nil {
-            let count: Int
+            let count: Int?
             do {
-                count = try await stream.read(into: &buffer, maximumCount: Self.stagingSize - staged.count)
+                // Borrowed where the bytes lie in the stream's buffer: one copy, into the piece.
+                count = try await stream.read(maximumCount: Self.stagingSize - staged.count) { bytes in
+                    staged.append(contentsOf: bytes)
+                    return bytes.count
+                }
             } catch {
                 linkFailed = true  // The link dropped (or the sender reset the stream): wait for a resumption.
                 break reading
             }
-            if count == 0 {
-                ended = true
-            } else {
+            if let count {
                 received += UInt64(count)
                 guard received <= incoming.size else {
                     failure.withLock { $0 = $0 ?? "the sender sent more bytes than announced" }
                     break reading
                 }
-                staged += buffer.prefix(count)
+            } else {
+                ended = true
             }
             if staged.count >= Self.stagingSize || (ended && !staged.isEmpty) {
-                guard await pipe.put(staged) else { break reading }
-                staged = []
-                staged.reserveCapacity(Self.stagingSize)
+                // Handed over, not shared: the writer's recycled piece must be this task's alone to refill.
+                guard await pipe.put(consume staged) else { break reading }
+                staged = pipe.emptyChunk(reserving: Self.stagingSize)
             }
             if ended { break reading }
         }
@@ -587,13 +605,7 @@ final class ResourceCenter: Sendable {
         switch message {
         case .resourceOffer(let id, let name, let size, let sha256):
             // One after another: two offers of one resource (two links during a reconnection) must not race.
-            state.withLock { state in
-                let previous = state.offers
-                state.offers = Task {
-                    await previous?.value
-                    await self.offer(id, name: name, size: size, sha256: sha256, from: peer)
-                }
-            }
+            afterEarlierOffers { await self.offer(id, name: name, size: size, sha256: sha256, from: peer) }
         case .resourceProgress(let id, let have):
             guard let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp
             else { return }
@@ -611,12 +623,18 @@ final class ResourceCenter: Sendable {
                     ? .success(ResourceReceipt(size: Int64(outgoing.size), sha256: outgoing.sha256.hexString))
                     : .failure(SessionError(.cancelled, "\(peer.displayName): \(reason)")))
         case .resourceCancel(let id, let reason):
-            if let incoming = state.withLock({ $0.incoming[id] }), incoming.fingerprint == fp {
-                failIncoming(id, "\(peer.displayName) cancelled: \(reason)", tellSender: false)
-            } else if let outgoing = state.withLock({ $0.outgoing[id] }),
-                outgoing.transfer.peer.claimedFingerprint == fp
-            {
+            if let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp {
                 finishOutgoing(id, .failure(SessionError(.cancelled, "\(peer.displayName) cancelled: \(reason)")))
+                return
+            }
+            // After the offers that came before it: a sender cancelling at once must not overtake the handling of
+            // its offer (which creates the transfer), or the cancellation finds nothing and the file waits for data
+            // that never comes.
+            afterEarlierOffers {
+                guard let incoming = self.state.withLock({ $0.incoming[id] }), incoming.fingerprint == fp else {
+                    return
+                }
+                self.failIncoming(id, "\(peer.displayName) cancelled: \(reason)", tellSender: false)
             }
         default:
             break
@@ -631,7 +649,7 @@ final class ResourceCenter: Sendable {
             Task { for message in queued { await sendControl(fp, message) } }
         }
         let offers = state.withLock { state in
-            state.outgoing.values.filter { $0.transfer.peer.claimedFingerprint == fp }.map {
+            state.outgoing.values.filter { $0.transfer.peer.claimedFingerprint == fp && !$0.isCancelling }.map {
                 ($0.transfer.id, $0.transfer.name, $0.size, $0.sha256)
             }
         }
@@ -640,24 +658,47 @@ final class ResourceCenter: Sendable {
         }
     }
 
+    /// Runs `body` once the offers and cancellations that came before it are handled: what a peer says about its
+    /// transfers takes effect in the order it was said.
+    private func afterEarlierOffers(_ body: @escaping @Sendable () async -> Void) {
+        state.withLock { state in
+            let previous = state.offers
+            state.offers = Task {
+                await previous?.value
+                await body()
+            }
+        }
+    }
+
     /// The peer is gone for good: its transfers fail both ways with the reason.
+    ///
+    /// The files it was sending fail after its offers and cancellations still being handled: an offer handled
+    /// later would make a transfer from a peer already gone (waiting for ever), and a cancellation it sent before
+    /// leaving would lose its reason to this one.
     func peerGone(_ fp: PeerFingerprint, reason: String) {
-        let (outgoing, incoming) = state.withLock { state in
+        let outgoing = state.withLock { state in
             state.queued[fp] = nil
-            return (
-                state.outgoing.values.filter { $0.transfer.peer.claimedFingerprint == fp }.map(\.transfer.id),
-                state.incoming.values.filter { $0.fingerprint == fp }.map(\.id)
-            )
+            return state.outgoing.values.filter { $0.transfer.peer.claimedFingerprint == fp }.map(\.transfer.id)
         }
         for id in outgoing { finishOutgoing(id, .failure(SessionError(.notConnected, reason))) }
-        for id in incoming { failIncoming(id, reason, tellSender: false) }
+        failIncoming(from: fp, reason)
     }
 
     /// The peer came back as a new incarnation (it restarted): the files it was sending us fail (it does not know
-    /// them any more); the ones we send it are offered again by ``linkResumed(_:)``.
+    /// them any more), after its offers still being handled; the ones we send it are offered again by
+    /// ``linkResumed(_:)``.
     func peerRestarted(_ fp: PeerFingerprint, reason: String) {
-        let incoming = state.withLock { state in state.incoming.values.filter { $0.fingerprint == fp }.map(\.id) }
-        for id in incoming { failIncoming(id, reason, tellSender: false) }
+        failIncoming(from: fp, reason)
+    }
+
+    /// Fails the transfers from a peer once its earlier offers and cancellations are handled.
+    private func failIncoming(from fp: PeerFingerprint, _ reason: String) {
+        afterEarlierOffers {
+            let incoming = self.state.withLock { state in
+                state.incoming.values.filter { $0.fingerprint == fp }.map(\.id)
+            }
+            for id in incoming { self.failIncoming(id, reason, tellSender: false) }
+        }
     }
 
     /// The session ends: everything fails.
@@ -672,10 +713,14 @@ final class ResourceCenter: Sendable {
     }
 }
 
-/// A bounded hand-off of byte chunks from one task to another: `put` waits while `capacity` chunks are queued.
+/// A bounded hand-off of byte chunks from one task to another: `put` waits while `capacity` chunks are queued. The
+/// taker gives spent chunks back (``recycle(_:)``) and the putter fills them again (``emptyChunk(reserving:)``), so
+/// a steady hand-off allocates nothing.
 final class ChunkPipe: Sendable {
     private struct State {
         var chunks: [[UInt8]] = []
+        /// Chunks given back, kept for reuse (at most `capacity + 1`, the most that can be out at once).
+        var spares: [[UInt8]] = []
         var finished = false
         var closed = false
         var taker: CheckedContinuation<[UInt8]?, Never>?
@@ -732,6 +777,27 @@ final class ChunkPipe: Sendable {
         }
     }
 
+    /// Gives a spent chunk back for the putter to reuse its memory.
+    func recycle(_ chunk: [UInt8]) {
+        state.withLock { state in
+            if !state.closed, state.spares.count <= capacity { state.spares.append(chunk) }
+        }
+    }
+
+    /// How many given-back chunks are kept.
+    var spareCount: Int { state.withLock { $0.spares.count } }
+
+    /// An empty chunk to fill: a recycled one (its memory kept), or a new one with room for `count` bytes.
+    func emptyChunk(reserving count: Int) -> [UInt8] {
+        if var spare = state.withLock({ $0.spares.popLast() }) {
+            spare.removeAll(keepingCapacity: true)
+            return spare
+        }
+        var fresh: [UInt8] = []
+        fresh.reserveCapacity(count)
+        return fresh
+    }
+
     /// No more chunks will come.
     func finish() {
         let taker = state.withLock { state -> CheckedContinuation<[UInt8]?, Never>? in
@@ -747,6 +813,7 @@ final class ChunkPipe: Sendable {
         let putter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
             state.closed = true
             state.chunks = []
+            state.spares = []
             defer { state.putter = nil }
             return state.putter
         }
