@@ -39,9 +39,9 @@ struct ChunkPipeTests {
         filled.append(contentsOf: repeatElement(7, count: 1 << 20))
         let memory = Self.address(filled)
         #expect(await pipe.put(consume filled))
-        let taken = try #require(await pipe.take())
+        var taken = try #require(await pipe.take())
         #expect(taken.count == 1 << 20)
-        pipe.recycle(consume taken)
+        pipe.recycle(&taken)
         let again = pipe.emptyChunk(reserving: 1 << 20)
         #expect(again.isEmpty && again.capacity >= 1 << 20)
         #expect(Self.address(again) == memory)
@@ -49,13 +49,18 @@ struct ChunkPipeTests {
 
     @Test func sparesAreBoundedAndDroppedOnClose() async {
         let pipe = ChunkPipe(capacity: 2)
-        for _ in 0..<6 { pipe.recycle([UInt8](repeating: 1, count: 4096)) }
+        for _ in 0..<6 {
+            var spent = [UInt8](repeating: 1, count: 4096)
+            pipe.recycle(&spent)
+            #expect(spent.isEmpty)
+        }
         #expect(pipe.spareCount == 3)  // capacity + 1: the most pieces out at once
         _ = pipe.emptyChunk(reserving: 4096)
         #expect(pipe.spareCount == 2)
         pipe.close()
         #expect(pipe.spareCount == 0)
-        pipe.recycle([1])
+        var late: [UInt8] = [1]
+        pipe.recycle(&late)
         #expect(pipe.spareCount == 0)
         #expect(await pipe.put([1]) == false)
         #expect(await pipe.take() == nil)

@@ -107,10 +107,14 @@ extension SessionInvitationTests {
     @Test func aPeerWithNothingListeningIsUnreachableWithEveryAttempt() async throws {
         let alice = try await SessionNode("Alice")
         let bob = try await SessionNode("Bob")
-        let closedPort = bob.address
         await bob.shutdown()
+        // A port bound and not listening, held for the test: Bob's own port, once closed, is free for a test
+        // running beside this one to listen on (a run reached another test's peer there and was refused for its
+        // identity instead).
+        let holder = try RawListener.closedPort(.v4(.loopback))
+        defer { holder.close() }
         let outcome = await alice.session.invite(
-            bob.peer, addresses: [closedPort], serviceType: "_mp-test._tcp", context: [], timeout: .seconds(30))
+            bob.peer, addresses: [holder.address], serviceType: "_mp-test._tcp", context: [], timeout: .seconds(30))
         guard case .unreachable(let error) = outcome else {
             Issue.record("expected unreachable, got \(outcome)")
             return

@@ -177,6 +177,33 @@ struct SessionResourceTests {
         await bob.shutdown()
     }
 
+    /// A progress the caller gave, cancelled before the offer went out (the facade's `Progress`, cancelled by the
+    /// app at once): the cancellation follows the offer on the link, so the receiver reports it instead of keeping
+    /// a transfer that waits for data until the sender leaves; no byte is streamed.
+    @Test func aProgressCancelledBeforeItsOfferWentOutCancelsOnTheReceiverToo() async throws {
+        let (source, destination) = (try Self.folder(), try Self.folder())
+        defer { Self.remove(source, destination) }
+        let file = try Self.file(size: 8 << 20, in: source)
+        let (alice, bob) = try await Self.pair(receiverFolder: destination)
+        let progress = Progress(totalUnitCount: 1)
+        progress.cancel()
+        let transfer = try await alice.session.sendResource(
+            at: file, named: "big.bin", to: bob.peer, progress: progress)
+        await #expect(throws: SessionError.self) { try await transfer.finished() }
+        let results = await Self.finished(bob.recorder)
+        guard case .failure(let error)? = results.first else {
+            Issue.record("the receiver did not see the cancellation: \(results)")
+            return
+        }
+        #expect(error.reason == "Alice cancelled: cancelled by the sender", "\(error.reason)")
+        #expect(alice.session.resources.resumedFrom.isEmpty)
+        #expect(
+            await waitUntil { (try? FileManager.default.contentsOfDirectory(atPath: destination))?.isEmpty == true })
+        #expect(await waitUntil { alice.session.resources.activeCount == 0 && bob.session.resources.activeCount == 0 })
+        await alice.shutdown()
+        await bob.shutdown()
+    }
+
     @Test func aTransferCutByADroppedLinkResumesAndCompletesVerified() async throws {
         let (source, destination) = (try Self.folder(), try Self.folder())
         defer { Self.remove(source, destination) }

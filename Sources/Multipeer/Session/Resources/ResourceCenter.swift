@@ -86,8 +86,9 @@ final class ResourceCenter: Sendable {
         var hooks: Hooks?
         /// Control messages for a peer without a link right now, sent when its next link is ready (bounded).
         var queued: [PeerFingerprint: [SessionWire.Message]] = [:]
-        /// Offers are handled one after another, in arrival order.
-        var offers: Task<Void, Never>?
+        /// What each peer says about the transfers it sends (offers, cancellations, its departure) takes effect one
+        /// after another, in arrival order: the last of a peer's chain, numbered so the chain can remove itself.
+        var offerChains: [PeerFingerprint: (number: Int, task: Task<Void, Never>)] = [:]
         var isShutDown = false
     }
 
@@ -121,6 +122,7 @@ final class ResourceCenter: Sendable {
         guard let hooks else { return }
         if await hooks.control(fp, message) { return }
         state.withLock { state in
+            guard !state.isShutDown else { return }
             if state.queued[fp, default: []].count < 256 { state.queued[fp, default: []].append(message) }
         }
     }
@@ -154,15 +156,16 @@ final class ResourceCenter: Sendable {
             $0.outgoing[id] = Outgoing(
                 transfer: transfer, path: path, size: size, sha256: sha256, temporary: temporary, sender: nil)
         }
-        progress.cancellationHandler = { [weak self] in
-            self?.cancelOutgoing(id, reason: "cancelled by the sender")
-        }
         guard let hooks, await hooks.control(fp, .resourceOffer(id: id, name: name, size: size, sha256: sha256)) else {
             let error = SessionError(.notConnected, "\(peer.displayName) is not connected to this session")
             finishOutgoing(id, .failure(error))
             throw error
         }
-        // A progress the caller gave may have been cancelled before its handler was ours.
+        // Only once the offer is on the link, so a cancellation can never reach the peer before its offer; a
+        // progress the caller gave may have been cancelled before that (cancelling twice does nothing more).
+        progress.cancellationHandler = { [weak self] in
+            self?.cancelOutgoing(id, reason: "cancelled by the sender")
+        }
         if progress.isCancelled { cancelOutgoing(id, reason: "cancelled by the sender") }
         return transfer
     }
@@ -270,7 +273,14 @@ final class ResourceCenter: Sendable {
             }
             try? await stream.finish()
         }
-        state.withLock { $0.outgoing[id]?.sender = task }
+        // Kept only if the transfer is still wanted: one cancelled (or ended) since the check above must not
+        // leave this task streaming.
+        let kept = state.withLock { state -> Bool in
+            guard let outgoing = state.outgoing[id], !outgoing.isCancelling else { return false }
+            state.outgoing[id]?.sender = task
+            return true
+        }
+        if !kept { task.cancel() }
     }
 
     private func cancelOutgoing(_ id: [UInt8], reason: String) {
@@ -287,7 +297,10 @@ final class ResourceCenter: Sendable {
         // disconnects as soon as it ends (a command-line tool on Ctrl-C) must not cut the message off, leaving the
         // receiver to report the peer gone instead of the transfer cancelled.
         Task {
-            await sendControl(fp, .resourceCancel(id: id, reason: reason))
+            // Not if the transfer ended meanwhile (the peer gone, the session shut down): nothing to tell then.
+            if state.withLock({ $0.outgoing[id] != nil }) {
+                await sendControl(fp, .resourceCancel(id: id, reason: reason))
+            }
             finishOutgoing(id, .failure(SessionError(.cancelled, reason)))
         }
     }
@@ -474,7 +487,7 @@ final class ResourceCenter: Sendable {
         let failure = Lock<String?>(nil)
         let writer = Task {
             var lastConfirmed = incoming.written.load(ordering: .relaxed)
-            while let chunk = await pipe.take() {
+            while var chunk = await pipe.take() {
                 let offset = incoming.written.load(ordering: .relaxed)
                 if let problem = Self.write(chunk, to: incoming.fd, at: offset) {
                     failure.withLock { $0 = $0 ?? problem }
@@ -483,7 +496,7 @@ final class ResourceCenter: Sendable {
                 }
                 incoming.hasher.update(chunk)
                 let written = offset + UInt64(chunk.count)
-                pipe.recycle(consume chunk)
+                pipe.recycle(&chunk)
                 incoming.written.store(written, ordering: .relaxed)
                 incoming.resource.progress.completedUnitCount = Int64(written)
                 if written - lastConfirmed >= Self.progressInterval {
@@ -605,7 +618,7 @@ final class ResourceCenter: Sendable {
         switch message {
         case .resourceOffer(let id, let name, let size, let sha256):
             // One after another: two offers of one resource (two links during a reconnection) must not race.
-            afterEarlierOffers { await self.offer(id, name: name, size: size, sha256: sha256, from: peer) }
+            afterEarlierOffers(from: fp) { await self.offer(id, name: name, size: size, sha256: sha256, from: peer) }
         case .resourceProgress(let id, let have):
             guard let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp
             else { return }
@@ -630,7 +643,7 @@ final class ResourceCenter: Sendable {
             // After the offers that came before it: a sender cancelling at once must not overtake the handling of
             // its offer (which creates the transfer), or the cancellation finds nothing and the file waits for data
             // that never comes.
-            afterEarlierOffers {
+            afterEarlierOffers(from: fp) {
                 guard let incoming = self.state.withLock({ $0.incoming[id] }), incoming.fingerprint == fp else {
                     return
                 }
@@ -658,15 +671,20 @@ final class ResourceCenter: Sendable {
         }
     }
 
-    /// Runs `body` once the offers and cancellations that came before it are handled: what a peer says about its
-    /// transfers takes effect in the order it was said.
-    private func afterEarlierOffers(_ body: @escaping @Sendable () async -> Void) {
+    /// Runs `body` once the peer's offers and cancellations that came before it are handled: what a peer says
+    /// about its transfers takes effect in the order it was said (another peer's slow offer does not hold it up).
+    private func afterEarlierOffers(from fp: PeerFingerprint, _ body: @escaping @Sendable () async -> Void) {
         state.withLock { state in
-            let previous = state.offers
-            state.offers = Task {
-                await previous?.value
+            let previous = state.offerChains[fp]
+            let number = (previous?.number ?? 0) &+ 1
+            let task = Task {
+                await previous?.task.value
                 await body()
+                self.state.withLock { state in
+                    if state.offerChains[fp]?.number == number { state.offerChains[fp] = nil }
+                }
             }
+            state.offerChains[fp] = (number, task)
         }
     }
 
@@ -693,7 +711,7 @@ final class ResourceCenter: Sendable {
 
     /// Fails the transfers from a peer once its earlier offers and cancellations are handled.
     private func failIncoming(from fp: PeerFingerprint, _ reason: String) {
-        afterEarlierOffers {
+        afterEarlierOffers(from: fp) {
             let incoming = self.state.withLock { state in
                 state.incoming.values.filter { $0.fingerprint == fp }.map(\.id)
             }
@@ -777,10 +795,12 @@ final class ChunkPipe: Sendable {
         }
     }
 
-    /// Gives a spent chunk back for the putter to reuse its memory.
-    func recycle(_ chunk: [UInt8]) {
+    /// Gives a spent chunk back for the putter to reuse its memory; `chunk` is left empty. The caller's reference
+    /// goes under the lock, so the putter never finds a spare still shared (which would make it allocate anew).
+    func recycle(_ chunk: inout [UInt8]) {
         state.withLock { state in
             if !state.closed, state.spares.count <= capacity { state.spares.append(chunk) }
+            chunk = []
         }
     }
 
