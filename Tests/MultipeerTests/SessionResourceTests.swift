@@ -417,11 +417,9 @@ extension SessionResourceTests {
 }
 
 extension SessionResourceTests {
-    /// The bounds a sending member meets: a resource larger than the receiver accepts, and more transfers from
-    /// one peer than it runs at once, are refused with the reason before any file is created.
-    @Test func offersBeyondTheLimitsAreRefusedWithTheirReason() async throws {
-        let destination = try Self.folder()
-        defer { Self.remove(destination) }
+    /// A receiving center whose answers are tallied ("refused" by reason, "started"), and Mallory, a member
+    /// sending it whatever she likes.
+    static func centerFacingMallory(_ destination: String) throws -> (ResourceCenter, Tally, Peer) {
         let center = ResourceCenter(directory: destination, maximumSize: 1 << 20, logger: MultipeerLogging.disabled)
         let answers = Tally()
         center.attach(
@@ -438,6 +436,45 @@ extension SessionResourceTests {
                 emit: { _ in }))
         let mallory = Peer(
             identity: .proven(try PeerIdentity.generate(displayName: "Mallory").fingerprint), displayName: "Mallory")
+        return (center, answers, mallory)
+    }
+
+    /// While one of Mallory's offers is slow (held here), what she sends next waits in her chain, at most
+    /// ``ResourceCenter/maximumWaitingPerPeer`` messages: cancellations beyond are dropped, offers beyond are
+    /// refused with the reason, and her departure still takes its place; once the slow one is done the chain runs
+    /// in order and is gone.
+    @Test func aPeerFloodingCancelsAndOffersBehindASlowOfferIsHeldToTheChainsBound() async throws {
+        let destination = try Self.folder()
+        defer { Self.remove(destination) }
+        let (center, answers, mallory) = try Self.centerFacingMallory(destination)
+        let fp = mallory.claimedFingerprint
+        let (gate, release) = AsyncStream<Void>.makeStream()
+        center.afterEarlierOffers(from: fp) {
+            for await _ in gate { break }
+        }
+        let hash = [UInt8](repeating: 0, count: 32)
+        for _ in 0..<1000 { center.handle(.resourceCancel(id: SecureRandom.bytes(16), reason: "x"), from: mallory) }
+        for _ in 0..<100 {
+            center.handle(.resourceOffer(id: SecureRandom.bytes(16), name: "x", size: 10, sha256: hash), from: mallory)
+        }
+        #expect(center.waitingOfferCount(from: fp) == ResourceCenter.maximumWaitingPerPeer)
+        #expect(await waitUntil { (answers.table["refused"]?.values.first?.count ?? 0) == 100 })
+        #expect(answers.table["refused"]?.keys.sorted() == ["too many offers are waiting here; try again later"])
+        center.peerGone(fp, reason: "Mallory: left")
+        #expect(center.waitingOfferCount(from: fp) == ResourceCenter.maximumWaitingPerPeer + 1)
+        release.yield()
+        #expect(await waitUntil { center.waitingOfferCount(from: fp) == 0 })
+        #expect(answers.table["started"] == nil)
+        #expect(center.activeCount == 0)
+        center.shutdown(reason: "test over")
+    }
+
+    /// The bounds a sending member meets: a resource larger than the receiver accepts, and more transfers from
+    /// one peer than it runs at once, are refused with the reason before any file is created.
+    @Test func offersBeyondTheLimitsAreRefusedWithTheirReason() async throws {
+        let destination = try Self.folder()
+        defer { Self.remove(destination) }
+        let (center, answers, mallory) = try Self.centerFacingMallory(destination)
         let hash = [UInt8](repeating: 0, count: 32)
         center.handle(
             .resourceOffer(id: SecureRandom.bytes(16), name: "huge", size: 1 << 21, sha256: hash), from: mallory)

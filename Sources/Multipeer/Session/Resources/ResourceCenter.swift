@@ -87,10 +87,23 @@ final class ResourceCenter: Sendable {
         /// Control messages for a peer without a link right now, sent when its next link is ready (bounded).
         var queued: [PeerFingerprint: [SessionWire.Message]] = [:]
         /// What each peer says about the transfers it sends (offers, cancellations, its departure) takes effect one
-        /// after another, in arrival order: the last of a peer's chain, numbered so the chain can remove itself.
-        var offerChains: [PeerFingerprint: (number: Int, task: Task<Void, Never>)] = [:]
+        /// after another, in arrival order.
+        var offerChains: [PeerFingerprint: OfferChain] = [:]
         var isShutDown = false
     }
+
+    /// A peer's chain: the last task (each waits for the one before), numbered so the chain knows how many wait
+    /// and removes itself once the last is done.
+    private struct OfferChain {
+        var last: Int
+        var done: Int
+        var task: Task<Void, Never>
+        var waiting: Int { last &- done }
+    }
+
+    /// The most offers and cancellations of one peer waiting in its chain: a peer cannot make this side hold a task
+    /// per message it sends while one of its offers is slow (a resumption waiting for a write on a slow disk).
+    static let maximumWaitingPerPeer = 64
 
     let directory: String
     let maximumSize: Int64
@@ -618,7 +631,13 @@ final class ResourceCenter: Sendable {
         switch message {
         case .resourceOffer(let id, let name, let size, let sha256):
             // One after another: two offers of one resource (two links during a reconnection) must not race.
-            afterEarlierOffers(from: fp) { await self.offer(id, name: name, size: size, sha256: sha256, from: peer) }
+            let queued = afterEarlierOffers(from: fp) {
+                await self.offer(id, name: name, size: size, sha256: sha256, from: peer)
+            }
+            if !queued {
+                let reason = "too many offers are waiting here; try again later"
+                Task { await sendControl(fp, .resourceResult(id: id, ok: false, reason: reason)) }
+            }
         case .resourceProgress(let id, let have):
             guard let outgoing = state.withLock({ $0.outgoing[id] }), outgoing.transfer.peer.claimedFingerprint == fp
             else { return }
@@ -643,6 +662,7 @@ final class ResourceCenter: Sendable {
             // After the offers that came before it: a sender cancelling at once must not overtake the handling of
             // its offer (which creates the transfer), or the cancellation finds nothing and the file waits for data
             // that never comes.
+            // Beyond the chain's bound the peer is flooding: the cancellation is dropped.
             afterEarlierOffers(from: fp) {
                 guard let incoming = self.state.withLock({ $0.incoming[id] }), incoming.fingerprint == fp else {
                     return
@@ -673,19 +693,32 @@ final class ResourceCenter: Sendable {
 
     /// Runs `body` once the peer's offers and cancellations that came before it are handled: what a peer says
     /// about its transfers takes effect in the order it was said (another peer's slow offer does not hold it up).
-    private func afterEarlierOffers(from fp: PeerFingerprint, _ body: @escaping @Sendable () async -> Void) {
+    /// Returns false, running nothing, when `bounded` and ``maximumWaitingPerPeer`` already wait.
+    @discardableResult
+    func afterEarlierOffers(
+        from fp: PeerFingerprint, bounded: Bool = true, _ body: @escaping @Sendable () async -> Void
+    ) -> Bool {
         state.withLock { state in
             let previous = state.offerChains[fp]
-            let number = (previous?.number ?? 0) &+ 1
+            if bounded, let previous, previous.waiting >= Self.maximumWaitingPerPeer { return false }
+            let number = (previous?.last ?? 0) &+ 1
             let task = Task {
                 await previous?.task.value
                 await body()
                 self.state.withLock { state in
-                    if state.offerChains[fp]?.number == number { state.offerChains[fp] = nil }
+                    guard var chain = state.offerChains[fp] else { return }
+                    chain.done = number
+                    state.offerChains[fp] = chain.waiting == 0 ? nil : chain
                 }
             }
-            state.offerChains[fp] = (number, task)
+            state.offerChains[fp] = OfferChain(last: number, done: previous?.done ?? number &- 1, task: task)
+            return true
         }
+    }
+
+    /// How many of a peer's offers and cancellations wait in its chain (for tests of the bound).
+    func waitingOfferCount(from fp: PeerFingerprint) -> Int {
+        state.withLock { $0.offerChains[fp]?.waiting ?? 0 }
     }
 
     /// The peer is gone for good: its transfers fail both ways with the reason.
@@ -711,7 +744,8 @@ final class ResourceCenter: Sendable {
 
     /// Fails the transfers from a peer once its earlier offers and cancellations are handled.
     private func failIncoming(from fp: PeerFingerprint, _ reason: String) {
-        afterEarlierOffers(from: fp) {
+        // Never dropped: it is this side's own decision, once per departure or restart.
+        afterEarlierOffers(from: fp, bounded: false) {
             let incoming = self.state.withLock { state in
                 state.incoming.values.filter { $0.fingerprint == fp }.map(\.id)
             }
